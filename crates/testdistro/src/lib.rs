@@ -1,1 +1,432 @@
-//! placeholder
+//! Generates the fixture RPM distribution every strata test, benchmark and
+//! the demo build from.
+//!
+//! The fixture is an offline, signed, bootable RHEL 8.6 lookalike: real
+//! RPMs (built with the `rpm` crate), real repodata (createrepo_c), Debian's
+//! real kernel and busybox, GRUB images from grub-mkimage. Same inputs give
+//! byte-identical packages and repodata, and a generated fixture is reused
+//! for as long as its inputs (this crate's sources, the kernel package,
+//! busybox, GRUB) are unchanged.
+//!
+//! Modules:
+//! - [`spec`]: package descriptions and building them into signed RPMs.
+//! - `distro`: what the fixture contains (packages, repos, snapshots).
+//! - `kernel`: Debian's kernel split into kernel-core / kernel-modules.
+//! - `grub`: GRUB EFI and BIOS images.
+//! - `keys`: deterministic signing keys.
+//! - `repo`: repository layout, createrepo_c, `.repo` files.
+//! - `synth`: deterministic synthetic file content.
+
+mod distro;
+mod grub;
+mod kernel;
+mod keys;
+mod repo;
+pub mod spec;
+mod synth;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use distro::{KERNEL_RELEASE, KERNEL_RELEASE_Z, SNAPSHOTS};
+pub use grub::EARLY_CONFIG as GRUB_EARLY_CONFIG;
+pub use keys::FixtureKey;
+
+/// Bumped by hand only when the layout changes in a way the source hash
+/// below would not see (it sees every source and data file of this crate).
+const FORMAT: u32 = 1;
+
+const SOURCES: &[&[u8]] = &[
+    include_bytes!("lib.rs"),
+    include_bytes!("distro.rs"),
+    include_bytes!("grub.rs"),
+    include_bytes!("kernel.rs"),
+    include_bytes!("keys.rs"),
+    include_bytes!("repo.rs"),
+    include_bytes!("spec.rs"),
+    include_bytes!("synth.rs"),
+    include_bytes!("../files/dracut"),
+    include_bytes!("../files/initramfs-init"),
+    include_bytes!("../files/initramfs-modules"),
+    include_bytes!("../files/systemd"),
+    include_bytes!("../files/useradd"),
+    include_bytes!("../files/groupadd"),
+    include_bytes!("../files/getent"),
+];
+
+const RELEASE_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-release";
+const EPEL_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-epel";
+const INFO_FILE: &str = "fixture.json";
+
+/// How to generate a fixture.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Options {
+    /// Synthetic packages to add for benchmarks (`--scale N`).
+    pub scale: usize,
+    /// Where `ci/install-deps` put the Debian kernel package.
+    pub kernel_cache: PathBuf,
+    /// The static busybox binary to ship as coreutils.
+    pub busybox: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            scale: 0,
+            kernel_cache: std::env::var_os("STRATA_KERNEL_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| kernel::DEFAULT_KERNEL_CACHE.into()),
+            busybox: "/bin/busybox".into(),
+        }
+    }
+}
+
+impl Options {
+    pub fn scale(mut self, n: usize) -> Self {
+        self.scale = n;
+        self
+    }
+}
+
+/// A generated fixture on disk.
+#[derive(Clone, Debug)]
+pub struct Fixture {
+    pub root: PathBuf,
+    pub info: FixtureInfo,
+}
+
+/// `fixture.json`: what the fixture holds, with paths relative to its root.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FixtureInfo {
+    pub cache_key: String,
+    pub release_key: KeyInfo,
+    pub epel_key: KeyInfo,
+    /// The kernel binary's own release (`uname -r`).
+    pub kernel_uname: String,
+    /// `/usr/lib/modules/<kver>` of each snapshot, oldest first.
+    pub kernel_kvers: Vec<String>,
+    pub snapshots: Vec<String>,
+    pub repos: Vec<RepoInfo>,
+    pub scale: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct KeyInfo {
+    pub fingerprint: String,
+    /// Public key, relative to the fixture root.
+    pub path: String,
+    pub user_id: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RepoInfo {
+    pub id: String,
+    pub name: String,
+    pub dir: String,
+    /// The dated snapshot this repo belongs to, for the RHEL repos.
+    pub snapshot: Option<String>,
+    pub signed_by: String,
+    pub packages: Vec<PackageInfo>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PackageInfo {
+    pub name: String,
+    pub nevra: String,
+    pub file: String,
+    pub build_time: u32,
+}
+
+impl Fixture {
+    /// Generates the fixture into `out`, or reuses what is there when it was
+    /// generated from the same inputs. Safe to call from several processes
+    /// at once: one generates, the others wait and reuse.
+    pub fn generate(out: &Path, opts: &Options) -> Result<Fixture> {
+        let deb = kernel::find_deb(&opts.kernel_cache)?;
+        let busybox = std::fs::read(&opts.busybox).with_context(|| {
+            format!(
+                "reading {} (install the Debian package busybox-static)",
+                opts.busybox.display()
+            )
+        })?;
+        if !is_static_elf(&busybox) {
+            bail!(
+                "{} is dynamically linked: install the Debian package busybox-static",
+                opts.busybox.display()
+            );
+        }
+        let grub = grub::GrubImages::build()?;
+        let key = cache_key(&deb, &busybox, &grub.version, opts.scale)?;
+
+        let parent = out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        let lock_path = out.with_extension("lock");
+        let lock = std::fs::File::create(&lock_path)
+            .with_context(|| format!("creating {}", lock_path.display()))?;
+        lock.lock()
+            .with_context(|| format!("locking {}", lock_path.display()))?;
+
+        if let Some(existing) = Self::open(out)? {
+            if existing.info.cache_key == key {
+                tracing::info!("fixture at {} is current", out.display());
+                return Ok(existing);
+            }
+        }
+        tracing::info!("generating the fixture distribution into {}", out.display());
+        let staging = tempfile::Builder::new()
+            .prefix(".fixture-")
+            .tempdir_in(parent)
+            .with_context(|| format!("creating a staging directory in {}", parent.display()))?;
+        let info = build(staging.path(), &deb, busybox, grub, key, opts.scale)?;
+        if out.exists() {
+            std::fs::remove_dir_all(out)
+                .with_context(|| format!("removing the outdated fixture {}", out.display()))?;
+        }
+        let staged = staging.keep();
+        std::fs::rename(&staged, out)
+            .with_context(|| format!("moving the fixture into {}", out.display()))?;
+        let root = std::fs::canonicalize(out)?;
+        write_repo_files(&root, &info)?;
+        Ok(Fixture { root, info })
+    }
+
+    /// The fixture at `root`, if one was generated there.
+    pub fn open(root: &Path) -> Result<Option<Fixture>> {
+        let path = root.join(INFO_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        let info = serde_json::from_str(&text)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        Ok(Some(Fixture {
+            root: std::fs::canonicalize(root)?,
+            info,
+        }))
+    }
+
+    /// The fixture shared by every test of the workspace, generated once
+    /// into `target/strata-fixture` (or `$STRATA_FIXTURE_DIR`).
+    pub fn for_tests() -> Result<Fixture> {
+        static CELL: std::sync::OnceLock<Fixture> = std::sync::OnceLock::new();
+        if let Some(f) = CELL.get() {
+            return Ok(f.clone());
+        }
+        let dir = std::env::var_os("STRATA_FIXTURE_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/strata-fixture")
+            });
+        let f = Self::generate(&dir, &Options::default())?;
+        Ok(CELL.get_or_init(|| f).clone())
+    }
+
+    pub fn repo(&self, id: &str, snapshot: Option<&str>) -> Option<&RepoInfo> {
+        self.info
+            .repos
+            .iter()
+            .find(|r| r.id == id && (snapshot.is_none() || r.snapshot.as_deref() == snapshot))
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The `.repo` file for the RHEL repos of `snapshot`.
+    pub fn rhel_repo_file(&self, snapshot: &str) -> PathBuf {
+        self.root.join(format!("repos/rhel-8.6-{snapshot}.repo"))
+    }
+}
+
+/// Whether `elf` is an x86-64 ELF executable without a program interpreter.
+fn is_static_elf(elf: &[u8]) -> bool {
+    const PT_INTERP: u32 = 3;
+    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u64_at = |o: usize| {
+        elf.get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
+    };
+    if !elf.starts_with(b"\x7fELF\x02\x01") {
+        return false;
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
+    else {
+        return false;
+    };
+    (0..phnum).all(|i| {
+        let at = phoff + i * phentsize;
+        elf.get(at..at + 4)
+            .is_some_and(|t| u32::from_le_bytes(t.try_into().expect("4 bytes")) != PT_INTERP)
+    })
+}
+
+fn cache_key(deb: &Path, busybox: &[u8], grub_version: &str, scale: usize) -> Result<String> {
+    let mut h = Sha256::new();
+    h.update(FORMAT.to_le_bytes());
+    for s in SOURCES {
+        h.update(Sha256::digest(s));
+    }
+    let meta = std::fs::metadata(deb).with_context(|| format!("reading {}", deb.display()))?;
+    h.update(deb.file_name().unwrap_or_default().as_encoded_bytes());
+    h.update(meta.len().to_le_bytes());
+    h.update(Sha256::digest(busybox));
+    h.update(grub_version.as_bytes());
+    h.update(scale.to_le_bytes());
+    Ok(hex::encode(h.finalize()))
+}
+
+fn build(
+    root: &Path,
+    deb: &Path,
+    busybox: Vec<u8>,
+    grub: grub::GrubImages,
+    cache_key: String,
+    scale: usize,
+) -> Result<FixtureInfo> {
+    let release_key = FixtureKey::derive(
+        "strata fixture RHEL release key",
+        "strata fixture RHEL release key <release@fixture.strata.invalid>",
+    )?;
+    let epel_key = FixtureKey::derive(
+        "strata fixture EPEL key",
+        "strata fixture EPEL key <epel@fixture.strata.invalid>",
+    )?;
+    let kernel = kernel::Kernel::unpack(deb)?;
+    let kvers = vec![
+        distro::kver(KERNEL_RELEASE),
+        distro::kver(KERNEL_RELEASE_Z),
+    ];
+    let ingredients = distro::Ingredients {
+        busybox,
+        kernel: kernel.files(&kvers[0])?,
+        kernel_z: kernel.files(&kvers[1])?,
+        grub_efi: grub.efi,
+        grub_boot_img: grub.boot_img,
+        grub_core_img: grub.core_img,
+        release_key_asc: release_key.public_asc.clone(),
+        scale,
+    };
+    let repos = distro::repos(&ingredients);
+
+    let keys_dir = root.join("keys");
+    std::fs::create_dir_all(&keys_dir)?;
+    std::fs::write(keys_dir.join(RELEASE_KEY_FILE), &release_key.public_asc)?;
+    std::fs::write(keys_dir.join(EPEL_KEY_FILE), &epel_key.public_asc)?;
+    let release_signer = rpm::signature::pgp::Signer::from_asc(&release_key.secret_asc)?;
+    let epel_signer = rpm::signature::pgp::Signer::from_asc(&epel_key.secret_asc)?;
+    let signer_for = |s: distro::Signer| match s {
+        distro::Signer::Release => &release_signer,
+        distro::Signer::Epel => &epel_signer,
+    };
+
+    let all: Vec<_> = repos
+        .iter()
+        .flat_map(|r| r.packages.iter().map(|p| (p, Some(signer_for(r.signer)))))
+        .collect();
+    let pool_dir = root.join(".pool");
+    let pool: BTreeMap<String, PathBuf> = repo::build_pool(&pool_dir, &all)?;
+
+    let mut infos = Vec::new();
+    for r in &repos {
+        let snapshot = SNAPSHOTS
+            .iter()
+            .find(|s| r.dir.starts_with(&format!("snapshots/{s}/")))
+            .map(|s| s.to_string());
+        let files: Vec<(PathBuf, String)> = r
+            .packages
+            .iter()
+            .map(|p| {
+                let key = repo::pool_key(p, Some(signer_for(r.signer)));
+                (pool[&key].clone(), p.file_name())
+            })
+            .collect();
+        let revision = r.packages.iter().map(|p| p.build_time).max().unwrap_or(0);
+        repo::write_repo(&root.join(&r.dir), &files, revision)?;
+        let mut packages: Vec<PackageInfo> = r
+            .packages
+            .iter()
+            .map(|p| PackageInfo {
+                name: p.name.clone(),
+                nevra: p.nevra(),
+                file: format!("{}/Packages/{}", r.dir, p.file_name()),
+                build_time: p.build_time,
+            })
+            .collect();
+        packages.sort_by(|a, b| a.nevra.cmp(&b.nevra));
+        infos.push(RepoInfo {
+            id: r.id.clone(),
+            name: r.name.clone(),
+            dir: r.dir.clone(),
+            snapshot,
+            signed_by: match r.signer {
+                distro::Signer::Release => release_key.fingerprint.clone(),
+                distro::Signer::Epel => epel_key.fingerprint.clone(),
+            },
+            packages,
+        });
+    }
+    std::fs::remove_dir_all(&pool_dir)?;
+
+    let key_info = |k: &FixtureKey, file: &str| KeyInfo {
+        fingerprint: k.fingerprint.clone(),
+        path: format!("keys/{file}"),
+        user_id: k.user_id.clone(),
+    };
+    let info = FixtureInfo {
+        cache_key,
+        release_key: key_info(&release_key, RELEASE_KEY_FILE),
+        epel_key: key_info(&epel_key, EPEL_KEY_FILE),
+        kernel_uname: kernel.uname.clone(),
+        kernel_kvers: kvers,
+        snapshots: SNAPSHOTS.iter().map(|s| s.to_string()).collect(),
+        repos: infos,
+        scale,
+    };
+    let mut json = serde_json::to_string_pretty(&info)?;
+    json.push('\n');
+    std::fs::write(root.join(INFO_FILE), json)?;
+    Ok(info)
+}
+
+/// `.repo` files name absolute paths, so they are written for the final
+/// location only (and are the one part of a fixture that depends on it).
+fn write_repo_files(root: &Path, info: &FixtureInfo) -> Result<()> {
+    let dir = root.join("repos");
+    std::fs::create_dir_all(&dir)?;
+    let url = |rel: &str| format!("file://{}/{rel}", root.display());
+    let mut files: BTreeMap<String, Vec<repo::RepoFileEntry<'_>>> = BTreeMap::new();
+    for r in &info.repos {
+        let file = match (&r.snapshot, r.id.as_str()) {
+            (Some(s), _) => format!("rhel-8.6-{s}"),
+            (None, "rhel-8.6-scale") => "scale".into(),
+            (None, id) => id.trim_end_matches("-for-rhel-8").to_string(),
+        };
+        let key = if r.signed_by == info.epel_key.fingerprint {
+            &info.epel_key.path
+        } else {
+            &info.release_key.path
+        };
+        files.entry(file).or_default().push(repo::RepoFileEntry {
+            id: &r.id,
+            name: &r.name,
+            baseurl: url(&r.dir),
+            gpgkey: url(key),
+        });
+    }
+    for (name, entries) in files {
+        let path = dir.join(format!("{name}.repo"));
+        std::fs::write(&path, repo::repo_file(&entries))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}

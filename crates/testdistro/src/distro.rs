@@ -1,0 +1,583 @@
+//! What the fixture distribution contains.
+//!
+//! A small RHEL 8.6 lookalike: the packages an RHCOS base needs to boot
+//! (filesystem, setup, bash and coreutils from busybox, systemd whose init
+//! prints the boot marker, Debian's kernel, a dracut that builds a busybox
+//! initramfs, GRUB images), ordinary packages for realistic chunking, the
+//! OpenShift node packages of two releases, an EPEL lookalike the RHEL-only
+//! policy must refuse, and a z-stream snapshot that updates a few packages.
+//! Scriptlets exercise what real ones do: %pre creating system users (fixed
+//! and dynamically allocated ids), %post writing under /var and /etc.
+
+use crate::kernel::KernelFiles;
+use crate::spec::{FileSpec, PkgSpec};
+use crate::synth;
+
+/// Which key signs a repository's packages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Signer {
+    Release,
+    Epel,
+}
+
+/// One repository of the fixture, at one point in time.
+pub struct RepoSpec {
+    pub id: String,
+    pub name: String,
+    /// Directory relative to the fixture root.
+    pub dir: String,
+    pub signer: Signer,
+    pub packages: Vec<PkgSpec>,
+}
+
+/// Inputs that do not come from this file: the real binaries.
+pub struct Ingredients {
+    pub busybox: Vec<u8>,
+    pub kernel: KernelFiles,
+    /// The z-stream kernel's files (same binaries, new `<kver>`).
+    pub kernel_z: KernelFiles,
+    pub grub_efi: Vec<u8>,
+    pub grub_boot_img: Vec<u8>,
+    pub grub_core_img: Vec<u8>,
+    pub release_key_asc: String,
+    pub scale: usize,
+}
+
+pub const SNAPSHOTS: [&str; 2] = ["20261101", "20261115"];
+pub const KERNEL_VERSION: &str = "6.1.0";
+pub const KERNEL_RELEASE: &str = "57.el8_6";
+pub const KERNEL_RELEASE_Z: &str = "57.1.el8_6";
+
+pub fn kver(release: &str) -> String {
+    format!("{KERNEL_VERSION}-{release}.x86_64")
+}
+
+/// 2026-10-15T00:00:00Z: build time of the 8.6 GA-snapshot packages.
+const BASE_TIME: u32 = 1_792_022_400;
+/// 2026-11-10T00:00:00Z: build time of the z-stream updates.
+const ZSTREAM_TIME: u32 = 1_794_268_800;
+/// 2026-10-20T00:00:00Z: build time of the OpenShift packages.
+const OCP_TIME: u32 = 1_792_454_400;
+
+const DIST: &str = "el8";
+
+const FILE_DATA: &[(&str, &[u8])] = &[
+    ("dracut", include_bytes!("../files/dracut")),
+    ("initramfs-init", include_bytes!("../files/initramfs-init")),
+    ("initramfs-modules", include_bytes!("../files/initramfs-modules")),
+    ("systemd", include_bytes!("../files/systemd")),
+    ("useradd", include_bytes!("../files/useradd")),
+    ("groupadd", include_bytes!("../files/groupadd")),
+    ("getent", include_bytes!("../files/getent")),
+];
+
+fn data(name: &str) -> Vec<u8> {
+    FILE_DATA
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, d)| d.to_vec())
+        .expect("fixture data file exists")
+}
+
+/// Busybox applets that coreutils (and friends) expose as symlinks.
+const APPLETS: &[(&str, &str)] = &[
+    ("bin", "awk basename cat chgrp chmod chown cp cpio cut date dd df dirname du echo env expr false find grep egrep fgrep gzip gunzip zcat head hostname id install kill ln ls md5sum mkdir mknod mktemp more mount mv nproc printf ps pwd readlink realpath rm rmdir sed seq sha1sum sha256sum sleep sort stat sync tail tar tee test [ timeout touch tr true umount uname uniq wc which xargs xz unxz yes"),
+    ("sbin", "chroot depmod findfs halt insmod lsmod modinfo modprobe pivot_root poweroff reboot rmmod switch_root"),
+];
+
+fn os_release() -> String {
+    "NAME=\"Red Hat Enterprise Linux\"\n\
+     VERSION=\"8.6 (Ootpa)\"\n\
+     ID=\"rhel\"\n\
+     ID_LIKE=\"fedora\"\n\
+     VERSION_ID=\"8.6\"\n\
+     PLATFORM_ID=\"platform:el8\"\n\
+     PRETTY_NAME=\"Red Hat Enterprise Linux 8.6 (Ootpa)\"\n\
+     ANSI_COLOR=\"0;31\"\n\
+     CPE_NAME=\"cpe:/o:redhat:enterprise_linux:8::baseos\"\n\
+     HOME_URL=\"https://www.redhat.com/\"\n\
+     REDHAT_SUPPORT_PRODUCT=\"Red Hat Enterprise Linux 8\"\n\
+     REDHAT_SUPPORT_PRODUCT_VERSION=\"8.6\"\n"
+        .to_string()
+}
+
+fn unit(description: &str, exec: &str) -> Vec<u8> {
+    format!(
+        "[Unit]\nDescription={description}\n\n[Service]\nExecStart={exec}\n\n[Install]\nWantedBy=multi-user.target\n"
+    )
+    .into_bytes()
+}
+
+/// `rel` is the release without the dist tag, e.g. `6.el8`.
+fn pkg(name: &str, version: &str, rel: &str) -> PkgSpec {
+    let mut p = PkgSpec::new(name, version, rel);
+    p.build_time = BASE_TIME;
+    p
+}
+
+/// A made-up but realistic package: a binary, a library, a config and docs,
+/// `size` bytes in all.
+fn ordinary(name: &str, version: &str, release: &str, size: usize, requires: &[&str]) -> PkgSpec {
+    let seed = format!("{name}-{version}-{release}");
+    let bin = size * 6 / 10;
+    let lib = size * 3 / 10;
+    let doc = size - bin - lib;
+    let mut p = pkg(name, version, release)
+        .requires(requires)
+        .files([
+            FileSpec::file(&format!("/usr/bin/{name}"), synth::binary(&seed, bin), 0o755),
+            FileSpec::file(
+                &format!("/usr/lib64/lib{name}.so.1"),
+                synth::binary(&format!("{seed}.so"), lib),
+                0o755,
+            ),
+            FileSpec::file(
+                &format!("/etc/{name}.conf"),
+                synth::text(&format!("{seed}.conf"), 400),
+                0o644,
+            )
+            .config(),
+            FileSpec::dir(&format!("/usr/share/doc/{name}"), 0o755),
+            FileSpec::file(
+                &format!("/usr/share/doc/{name}/README"),
+                synth::text(&format!("{seed}.doc"), doc.max(200)),
+                0o644,
+            )
+            .doc(),
+        ]);
+    p.summary = format!("The {name} package (fixture)");
+    p
+}
+
+fn kernel_packages(files: &KernelFiles, release: &str, time: u32) -> Vec<PkgSpec> {
+    let v = KERNEL_VERSION;
+    let exact = |n: &str| format!("{n} = {v}-{release}");
+    let mut core = PkgSpec::new("kernel-core", v, release)
+        .provides(&[&format!("kernel-uname-r = {}", kver(release)), "installonlypkg(kernel)"])
+        .files(files.core.iter().cloned());
+    let mut modules = PkgSpec::new("kernel-modules", v, release)
+        .requires(&[&exact("kernel-core")])
+        .provides(&["installonlypkg(kernel-module)"])
+        .files(files.modules.iter().cloned());
+    let mut meta = PkgSpec::new("kernel", v, release)
+        .requires(&[&exact("kernel-core"), &exact("kernel-modules")])
+        .provides(&["installonlypkg(kernel)"]);
+    for p in [&mut core, &mut modules, &mut meta] {
+        p.build_time = time;
+        p.summary = format!("The Linux kernel ({})", p.name);
+    }
+    vec![core, modules, meta]
+}
+
+fn coreutils(busybox: &[u8]) -> PkgSpec {
+    let mut files = vec![
+        FileSpec::file("/usr/bin/coreutils", busybox.to_vec(), 0o755).hardlink("busybox"),
+        // The same binary under its own name: a hardlink, as multi-call
+        // binaries are often shipped.
+        FileSpec::file("/usr/libexec/coreutils/busybox", busybox.to_vec(), 0o755)
+            .hardlink("busybox"),
+        FileSpec::dir("/usr/libexec/coreutils", 0o755),
+    ];
+    for (dir, names) in APPLETS {
+        for n in names.split_whitespace() {
+            let target = if *dir == "bin" { "coreutils" } else { "../bin/coreutils" };
+            files.push(FileSpec::symlink(&format!("/usr/{dir}/{n}"), target));
+        }
+    }
+    pkg("coreutils", "8.30", "12.el8")
+        .requires(&["filesystem"])
+        .files(files)
+}
+
+/// rhel-8.6-baseos and rhel-8.6-appstream as of a snapshot.
+fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec>) {
+    let mut baseos = vec![
+        pkg("setup", "2.12.2", "6.el8").noarch().files([
+            FileSpec::file("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\nbin:x:1:1:bin:/bin:/sbin/nologin\ndaemon:x:2:2:daemon:/sbin:/sbin/nologin\nnobody:x:65534:65534:Kernel Overflow User:/:/sbin/nologin\n", 0o644).config(),
+            FileSpec::file("/etc/group", "root:x:0:\nbin:x:1:\ndaemon:x:2:\nwheel:x:10:\nnobody:x:65534:\n", 0o644).config(),
+            FileSpec::file("/etc/shadow", "root:*::0:99999:7:::\nbin:*:18367:0:99999:7:::\ndaemon:*:18367:0:99999:7:::\nnobody:*:18367:0:99999:7:::\n", 0o000).config(),
+            FileSpec::file("/etc/gshadow", "root:::\nbin:::\ndaemon:::\nwheel:::\nnobody:::\n", 0o000).config(),
+            FileSpec::file("/etc/shells", "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n", 0o644).config(),
+            FileSpec::file("/etc/hosts", "127.0.0.1   localhost localhost.localdomain\n::1         localhost localhost.localdomain\n", 0o644).config(),
+            FileSpec::file("/etc/profile", "export PATH=/usr/local/bin:/usr/bin:/usr/sbin\n", 0o644).config(),
+        ]),
+        pkg("filesystem", "3.8", "6.el8")
+            .requires_pre(&["setup"])
+            .files(filesystem_files()),
+        pkg("basesystem", "11", "5.el8").noarch().requires(&["setup", "filesystem"]),
+        redhat_release(&ing.release_key_asc),
+        pkg("glibc", if zstream { "2.28" } else { "2.28" }, if zstream { "189.6.el8_6" } else { "189.5.el8_6" })
+            .requires(&["basesystem"])
+            .provides(&["libc.so.6()(64bit)", "rtld(GNU_HASH)"])
+            .files([
+                FileSpec::file("/usr/lib64/libc.so.6", synth::binary(if zstream { "glibc-z" } else { "glibc" }, 2_100_000), 0o755),
+                FileSpec::file("/usr/lib64/ld-linux-x86-64.so.2", synth::binary("ld.so", 180_000), 0o755),
+                FileSpec::file("/etc/ld.so.conf", "include ld.so.conf.d/*.conf\n", 0o644).config(),
+                FileSpec::dir("/etc/ld.so.conf.d", 0o755),
+                FileSpec::file("/etc/nsswitch.conf", "passwd: files\nshadow: files\ngroup: files\nhosts: files dns\n", 0o644).config(),
+                FileSpec::file("/usr/bin/getent", data("getent"), 0o755),
+            ]),
+        coreutils(&ing.busybox),
+        pkg("bash", "4.4.20", "4.el8_6")
+            .requires(&["coreutils", "filesystem"])
+            .provides(&["/bin/sh", "/bin/bash"])
+            .files([
+                FileSpec::file("/usr/bin/bash", "#!/usr/bin/sh\n# The fixture's bash is busybox ash.\nexec /usr/bin/sh \"$@\"\n", 0o755),
+                FileSpec::symlink("/usr/bin/sh", "coreutils"),
+            ]),
+        pkg("shadow-utils", "4.6", "16.el8")
+            .requires(&["setup", "bash"])
+            .files([
+                FileSpec::file("/usr/sbin/useradd", data("useradd"), 0o755),
+                FileSpec::file("/usr/sbin/groupadd", data("groupadd"), 0o755).hardlink("groupadd"),
+                FileSpec::file("/usr/sbin/addgroup", data("groupadd"), 0o755).hardlink("groupadd"),
+                FileSpec::file("/etc/login.defs", "SYS_UID_MIN 201\nSYS_UID_MAX 999\nUID_MIN 1000\n", 0o644).config(),
+            ]),
+        pkg("passwd", "0.80", "4.el8")
+            .requires(&["shadow-utils"])
+            .files([
+                // setuid root, as the real one is.
+                FileSpec::file("/usr/bin/passwd", "#!/usr/bin/sh\necho 'passwd: not supported on the fixture' >&2\nexit 1\n", 0o4755),
+            ]),
+        systemd(),
+        pkg("dracut", "049", "202.git20220511.el8")
+            .requires(&["coreutils", "bash"])
+            .files([
+                FileSpec::file("/usr/bin/dracut", data("dracut"), 0o755),
+                FileSpec::dir("/usr/lib/dracut", 0o755),
+                FileSpec::dir("/usr/lib/dracut/dracut.conf.d", 0o755),
+                FileSpec::file("/usr/lib/dracut/initramfs-init", data("initramfs-init"), 0o755),
+                FileSpec::file("/usr/lib/dracut/initramfs-modules", data("initramfs-modules"), 0o644),
+                FileSpec::dir("/etc/dracut.conf.d", 0o755),
+            ]),
+        grub("grub2-efi-x64", "/usr/lib/bootupd/updates/EFI/BOOT/BOOTX64.EFI", &ing.grub_efi, &[]),
+        grub("grub2-pc", "/usr/lib/grub/i386-pc/core.img", &ing.grub_core_img, &[("/usr/lib/grub/i386-pc/boot.img", &ing.grub_boot_img)]),
+        openssh_server(),
+        chrony(),
+    ];
+    baseos.extend(kernel_packages(
+        if zstream { &ing.kernel_z } else { &ing.kernel },
+        if zstream { KERNEL_RELEASE_Z } else { KERNEL_RELEASE },
+        if zstream { ZSTREAM_TIME } else { BASE_TIME },
+    ));
+
+    // Ordinary packages: name, version, release, size, requires.
+    let openssl_release = if zstream { "7.el8_6.1" } else { "7.el8_6" };
+    let sudo_release = if zstream { "9.el8_6.1" } else { "9.el8_6" };
+    let plain: &[(&str, &str, &str, usize, &[&str])] = &[
+        ("zlib", "1.2.11", "18.el8_5", 110_000, &["glibc"]),
+        ("xz-libs", "5.2.4", "4.el8_6", 170_000, &["glibc"]),
+        ("openssl-libs", "1.1.1k", openssl_release, 3_800_000, &["glibc", "zlib"]),
+        ("libselinux", "2.9", "5.el8", 180_000, &["glibc"]),
+        ("libseccomp", "2.5.2", "1.el8", 170_000, &["glibc"]),
+        ("util-linux", "2.32.1", "35.el8", 4_600_000, &["glibc"]),
+        ("systemd-udev", "239", "58.el8_6", 8_900_000, &["systemd"]),
+        ("NetworkManager", "1.36.0", "4.el8_6", 6_200_000, &["glibc", "systemd"]),
+        ("kmod", "25", "19.el8", 250_000, &["glibc"]),
+        ("e2fsprogs", "1.45.6", "4.el8", 2_100_000, &["glibc"]),
+        ("xfsprogs", "5.0.0", "10.el8", 3_900_000, &["glibc"]),
+        ("lvm2", "2.03.14", "3.el8", 3_700_000, &["glibc"]),
+        ("cryptsetup", "2.3.7", "2.el8", 900_000, &["glibc", "openssl-libs"]),
+        ("iptables", "1.8.4", "22.el8", 2_200_000, &["glibc"]),
+        ("nftables", "0.9.3", "25.el8", 800_000, &["glibc"]),
+        ("audit", "3.0.7", "2.el8", 800_000, &["glibc"]),
+        ("sudo", "1.8.29", sudo_release, 3_400_000, &["glibc"]),
+        ("selinux-policy-targeted", "3.14.3", "95.el8", 16_000_000, &["coreutils"]),
+        ("policycoreutils", "2.9", "19.el8", 1_000_000, &["libselinux"]),
+        ("nfs-utils", "2.3.3", "51.el8", 1_500_000, &["glibc"]),
+        ("iscsi-initiator-utils", "6.2.1.4", "4.git095f59c.el8", 1_500_000, &["glibc"]),
+        ("rpm", "4.14.3", "23.el8", 2_000_000, &["glibc", "zlib"]),
+        ("tar", "1.30", "5.el8", 2_900_000, &["glibc"]),
+        ("less", "530", "1.el8", 350_000, &["glibc"]),
+        ("vim-minimal", "8.0.1763", "16.el8_5", 1_300_000, &["glibc"]),
+        ("dbus", "1.12.8", "18.el8", 600_000, &["systemd"]),
+        ("kexec-tools", "2.0.20", "68.el8", 1_200_000, &["glibc"]),
+        ("bootupd", "0.2.6", "1.el8", 3_000_000, &["glibc"]),
+    ];
+    baseos.extend(
+        plain
+            .iter()
+            .map(|(n, v, r, size, req)| ordinary(n, v, r, *size, req)),
+    );
+    if zstream {
+        for p in baseos.iter_mut().filter(|p| ["openssl-libs", "sudo", "glibc"].contains(&p.name.as_str())) {
+            p.build_time = ZSTREAM_TIME;
+        }
+    }
+
+    let app: &[(&str, &str, &str, usize, &[&str])] = &[
+        ("conmon", "2.1.4", "1.module+el8.6.0", 120_000, &["glibc"]),
+        ("runc", "1.1.4", "1.module+el8.6.0", 11_000_000, &["glibc", "libseccomp"]),
+        ("containers-common", "1", "35.module+el8.6.0", 200_000, &[]),
+        ("container-selinux", "2.189.0", "1.module+el8.6.0", 60_000, &["selinux-policy-targeted"]),
+        ("podman", "4.0.2", "6.module+el8.6.0", 15_000_000, &["conmon", "runc", "containers-common"]),
+        ("skopeo", "1.6.2", "1.module+el8.6.0", 9_000_000, &["containers-common"]),
+        ("jq", "1.6", "3.el8", 350_000, &["glibc"]),
+        ("ostree", "2022.2", "5.el8", 1_800_000, &["glibc"]),
+        ("rpm-ostree", "2022.2", "3.el8", 12_000_000, &["ostree", "rpm"]),
+    ];
+    let appstream = app
+        .iter()
+        .map(|(n, v, r, size, req)| ordinary(n, v, r, *size, req))
+        .collect();
+    (baseos, appstream)
+}
+
+fn filesystem_files() -> Vec<FileSpec> {
+    let mut files = vec![
+        FileSpec::symlink("/bin", "usr/bin"),
+        FileSpec::symlink("/sbin", "usr/sbin"),
+        FileSpec::symlink("/lib", "usr/lib"),
+        FileSpec::symlink("/lib64", "usr/lib64"),
+        FileSpec::dir("/root", 0o550),
+        FileSpec::dir("/tmp", 0o1777),
+        FileSpec::dir("/var/tmp", 0o1777),
+    ];
+    for d in [
+        "/boot", "/dev", "/etc", "/etc/pki", "/etc/pki/rpm-gpg", "/etc/skel", "/etc/sysconfig",
+        "/home", "/media", "/mnt", "/opt", "/proc", "/run", "/srv", "/sys", "/usr", "/usr/bin",
+        "/usr/sbin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share", "/usr/share/doc",
+        "/usr/share/licenses", "/usr/local", "/usr/local/bin", "/var", "/var/lib", "/var/log",
+        "/var/cache", "/var/spool", "/var/opt", "/var/empty", "/usr/lib/systemd",
+        "/usr/lib/systemd/system", "/usr/lib/tmpfiles.d", "/usr/lib/sysusers.d",
+    ] {
+        files.push(FileSpec::dir(d, 0o755));
+    }
+    files
+}
+
+fn redhat_release(key_asc: &str) -> PkgSpec {
+    pkg("redhat-release", "8.6", "0.1.el8")
+        .provides(&[
+            "system-release = 8.6-0.1.el8",
+            "system-release(releasever) = 8",
+            "redhat-release-eula",
+        ])
+        .files([
+            FileSpec::file("/usr/lib/os-release", os_release(), 0o644),
+            FileSpec::symlink("/etc/os-release", "../usr/lib/os-release"),
+            FileSpec::file("/etc/redhat-release", "Red Hat Enterprise Linux release 8.6 (Ootpa)\n", 0o644),
+            FileSpec::symlink("/etc/system-release", "redhat-release"),
+            FileSpec::file("/etc/system-release-cpe", "cpe:/o:redhat:enterprise_linux:8.6:ga\n", 0o644),
+            FileSpec::file("/etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release", key_asc, 0o644),
+        ])
+}
+
+fn systemd() -> PkgSpec {
+    let mut p = pkg("systemd", "239", "58.el8_6")
+        .requires(&["bash", "coreutils", "setup"])
+        .provides(&["/usr/sbin/init", "systemd-units"])
+        .files([
+            FileSpec::file("/usr/lib/systemd/systemd", data("systemd"), 0o755),
+            FileSpec::symlink("/usr/sbin/init", "../lib/systemd/systemd"),
+            FileSpec::dir("/etc/systemd", 0o755),
+            FileSpec::dir("/etc/systemd/system", 0o755),
+            FileSpec::dir("/usr/lib/systemd/system-preset", 0o755),
+            FileSpec::file("/usr/lib/systemd/system/multi-user.target", "[Unit]\nDescription=Multi-User System\n", 0o644),
+            FileSpec::file("/usr/lib/systemd/system/default.target", "[Unit]\nDescription=Multi-User System\n", 0o644),
+            FileSpec::file("/usr/lib/tmpfiles.d/systemd.conf", "d /run/systemd 0755 root root -\nd /var/log/journal 2755 root systemd-journal - -\n", 0o644),
+            FileSpec::file("/etc/systemd/journald.conf", "[Journal]\n#Storage=auto\n", 0o644).config(),
+        ]);
+    // Real systemd's %pre/%post create groups and write machine state.
+    p.pre = Some("getent group systemd-journal >/dev/null 2>&1 || groupadd -r -g 190 systemd-journal\n".into());
+    p.post = Some(
+        "mkdir -p /var/lib/systemd/catalog /var/log/journal\n\
+         echo 'fixture catalog' > /var/lib/systemd/catalog/database\n\
+         ln -sf /usr/lib/systemd/system/multi-user.target /etc/systemd/system/default.target\n\
+         touch /etc/machine-id\n"
+            .into(),
+    );
+    p.requires_pre = vec![crate::spec::Dep("shadow-utils".into())];
+    p
+}
+
+fn grub(name: &str, path: &str, image: &[u8], extra: &[(&str, &[u8])]) -> PkgSpec {
+    let mut p = pkg(name, "2.02", "123.el8_6");
+    p.epoch = 1;
+    let mut files = vec![FileSpec::file(path, image.to_vec(), 0o644)];
+    files.extend(extra.iter().map(|(p, d)| FileSpec::file(p, d.to_vec(), 0o644)));
+    let mut dirs: Vec<String> = Vec::new();
+    for f in &files {
+        let mut parent = std::path::Path::new(&f.path).parent();
+        while let Some(d) = parent.filter(|d| d.as_os_str().len() > "/usr/lib".len()) {
+            let d = d.to_string_lossy().into_owned();
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+            parent = std::path::Path::new(dirs.last().unwrap()).parent();
+        }
+    }
+    files.extend(dirs.iter().map(|d| FileSpec::dir(d, 0o755)));
+    p.files(files)
+}
+
+fn openssh_server() -> PkgSpec {
+    let mut p = pkg("openssh-server", "8.0p1", "13.el8")
+        .requires(&["bash", "systemd"])
+        .files([
+            FileSpec::file("/usr/sbin/sshd", synth::binary("sshd", 900_000), 0o755),
+            FileSpec::dir("/etc/ssh", 0o755),
+            FileSpec::dir("/etc/ssh/sshd_config.d", 0o755),
+            FileSpec::file("/etc/ssh/sshd_config", "PermitRootLogin no\nPasswordAuthentication no\nInclude /etc/ssh/sshd_config.d/*.conf\n", 0o600).config(),
+            FileSpec::file("/usr/lib/systemd/system/sshd.service", unit("OpenSSH server daemon", "/usr/sbin/sshd -D"), 0o644),
+            FileSpec::dir("/usr/share/empty.sshd", 0o711),
+        ]);
+    p.requires_pre = vec![crate::spec::Dep("shadow-utils".into())];
+    p.pre = Some(
+        "getent group sshd >/dev/null || groupadd -g 74 -r sshd || :\n\
+         getent passwd sshd >/dev/null || useradd -c 'Privilege-separated SSH' -u 74 -g sshd -s /sbin/nologin -r -d /usr/share/empty.sshd sshd 2> /dev/null || :\n"
+            .into(),
+    );
+    p.post = Some(
+        "mkdir -p /var/lib/sshd\n\
+         echo 'KexAlgorithms -diffie-hellman-group1-sha1' > /etc/ssh/sshd_config.d/40-strata-post.conf\n"
+            .into(),
+    );
+    p
+}
+
+fn chrony() -> PkgSpec {
+    let mut p = pkg("chrony", "4.1", "1.el8")
+        .requires(&["bash", "systemd"])
+        .files([
+            FileSpec::file("/usr/sbin/chronyd", synth::binary("chronyd", 400_000), 0o755),
+            FileSpec::file("/etc/chrony.conf", "pool 2.rhel.pool.ntp.org iburst\ndriftfile /var/lib/chrony/drift\n", 0o644).config(),
+            FileSpec::file("/usr/lib/systemd/system/chronyd.service", unit("NTP client/server", "/usr/sbin/chronyd"), 0o644),
+            FileSpec::dir("/var/lib/chrony", 0o750).owner("chrony", "chrony"),
+        ]);
+    p.requires_pre = vec![crate::spec::Dep("shadow-utils".into())];
+    // No fixed id: allocated dynamically, so only a previous build can keep it stable.
+    p.pre = Some(
+        "getent group chrony >/dev/null || groupadd -r chrony\n\
+         getent passwd chrony >/dev/null || useradd -r -g chrony -d /var/lib/chrony -s /sbin/nologin chrony\n"
+            .into(),
+    );
+    p
+}
+
+/// The OpenShift node packages of one release.
+fn rhocp_packages(release: &str) -> Vec<PkgSpec> {
+    let (crio, tools, ovs, conmon_rs) = match release {
+        "4.12" => ("1.25.4", "1.25.0", "2.17.0", "0.4.0"),
+        _ => ("1.26.3", "1.26.0", "3.1.0", "0.5.1"),
+    };
+    let tag = format!("rhaos{release}.el8");
+    let ocp = format!("{release}.0");
+    let mut pkgs = vec![
+        ordinary("cri-o", crio, &format!("4.{tag}"), 9_000_000, &["conmon", "containers-common", "runc", "iptables"]),
+        ordinary("cri-tools", tools, &format!("1.{tag}"), 4_000_000, &["glibc"]),
+        ordinary("conmon-rs", conmon_rs, &format!("1.{tag}"), 1_500_000, &["glibc"]),
+        ordinary("NetworkManager-ovs", "1.36.0", "4.el8_6", 150_000, &["NetworkManager = 1.36.0-4.el8_6", "openvswitch"]),
+        {
+            let seed = format!("kubelet-{release}");
+            pkg("openshift-kubelet", &ocp, &format!("202610200000.p0.{tag}"))
+                .requires(&["cri-o", "cri-tools", "util-linux"])
+                .files([
+                    FileSpec::file("/usr/bin/kubelet", synth::binary(&seed, 6_000_000), 0o755),
+                    FileSpec::file("/usr/lib/systemd/system/kubelet.service", unit("Kubernetes Kubelet", "/usr/bin/kubelet"), 0o644),
+                    FileSpec::dir("/etc/kubernetes", 0o755),
+                    FileSpec::dir("/etc/kubernetes/manifests", 0o755),
+                ])
+        },
+        {
+            let mut p = ordinary("openvswitch", ovs, &format!("1.{tag}"), 5_000_000, &["glibc", "bash"]);
+            p.requires_pre.push(crate::spec::Dep("shadow-utils".into()));
+            p.pre = Some(
+                "getent group openvswitch >/dev/null || groupadd -r openvswitch\n\
+                 getent passwd openvswitch >/dev/null || useradd -r -g openvswitch -d / -s /sbin/nologin openvswitch\n"
+                    .into(),
+            );
+            p.post = Some("mkdir -p /var/lib/openvswitch /etc/openvswitch\necho 'fixture' > /etc/openvswitch/system-id.conf\n".into());
+            p
+        },
+    ];
+    if release == "4.13" {
+        // crun needs a newer libseccomp than the base has: the repo carries
+        // it, so deriving crun needs allow-base-upgrade.
+        pkgs.push(ordinary("crun", "1.8.4", &format!("1.{tag}"), 500_000, &["libseccomp >= 2.5.3"]));
+        pkgs.push(ordinary("libseccomp", "2.5.3", &format!("1.{tag}"), 170_000, &["glibc"]));
+    }
+    for p in &mut pkgs {
+        p.build_time = OCP_TIME;
+    }
+    pkgs
+}
+
+fn epel_packages() -> Vec<PkgSpec> {
+    let mut pkgs = vec![
+        // Shadows RHEL's bash with a higher version: must never win.
+        pkg("bash", "5.2.15", "1.el8")
+            .requires(&["coreutils"])
+            .provides(&["/bin/sh", "/bin/bash"])
+            .files([FileSpec::file("/usr/bin/bash", "#!/usr/bin/sh\necho 'epel bash'\n", 0o755)]),
+        ordinary("htop", "3.2.1", "1.el8", 300_000, &["glibc"]),
+        ordinary("ripgrep", "13.0.0", "1.el8", 4_000_000, &["glibc"]),
+    ];
+    for p in &mut pkgs {
+        p.build_time = OCP_TIME;
+    }
+    pkgs
+}
+
+/// `n` synthetic packages for benchmarks: most small, a few tens of MB.
+fn scale_packages(n: usize) -> Vec<PkgSpec> {
+    (0..n)
+        .map(|i| {
+            let size = if i % 100 == 99 {
+                20_000_000 + (i % 7) * 2_000_000
+            } else if i % 20 == 19 {
+                2_000_000 + (i % 5) * 1_000_000
+            } else {
+                10_000 + (i * 7919) % 290_000
+            };
+            ordinary(&format!("strata-scale-{i:04}"), "1.0", "1.el8", size, &["glibc"])
+        })
+        .collect()
+}
+
+/// Every repository of the fixture.
+pub fn repos(ing: &Ingredients) -> Vec<RepoSpec> {
+    let mut out = Vec::new();
+    for (i, snap) in SNAPSHOTS.iter().enumerate() {
+        let (baseos, appstream) = rhel_packages(ing, i == 1);
+        for (kind, packages) in [("baseos", baseos), ("appstream", appstream)] {
+            let id = format!("rhel-8.6-{kind}");
+            out.push(RepoSpec {
+                name: format!("Red Hat Enterprise Linux 8.6 - {kind} (fixture snapshot {snap})"),
+                dir: format!("snapshots/{snap}/{id}"),
+                id,
+                signer: Signer::Release,
+                packages,
+            });
+        }
+    }
+    for release in ["4.12", "4.13"] {
+        let id = format!("rhocp-{release}-for-rhel-8");
+        out.push(RepoSpec {
+            name: format!("Red Hat OpenShift Container Platform {release} for RHEL 8 (fixture)"),
+            dir: id.clone(),
+            id,
+            signer: Signer::Release,
+            packages: rhocp_packages(release),
+        });
+    }
+    out.push(RepoSpec {
+        id: "epel-8".into(),
+        name: "Extra Packages for Enterprise Linux 8 (fixture)".into(),
+        dir: "epel-8".into(),
+        signer: Signer::Epel,
+        packages: epel_packages(),
+    });
+    if ing.scale > 0 {
+        out.push(RepoSpec {
+            id: "rhel-8.6-scale".into(),
+            name: format!("Synthetic packages for benchmarks ({})", ing.scale),
+            dir: "scale".into(),
+            signer: Signer::Release,
+            packages: scale_packages(ing.scale),
+        });
+    }
+    let _ = DIST;
+    out
+}
