@@ -1,0 +1,174 @@
+//! The release manifest: what `derive` layers on a base for one OpenShift
+//! release (its node packages, files, labels and version scheme).
+//!
+//! Must not: describe the base. A release manifest names no base image and
+//! no RHEL repos of its own unless its packages need them; the base is given
+//! to derive separately, so that one release manifest applies to any base.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::{self, AddFile, PartialAddFile};
+use crate::document::{self, Cx, Document, Loaded, Partial};
+use crate::error::ManifestError;
+use crate::merge::merge_fields;
+use crate::policy::{InputPolicy, PartialInputs};
+use crate::repo::{self, PartialRepo, Repo};
+use crate::source::FileSource;
+use crate::spanned::{OneOrMany, Spanned, Str};
+use crate::vars::Vars;
+use crate::version::{OcpRelease, VersionTemplate};
+
+/// A release manifest, includes merged, variables substituted, validated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ReleaseManifest {
+    pub edition: u32,
+    /// The OpenShift release, `4.13`.
+    pub release: OcpRelease,
+    pub repos: Vec<Repo>,
+    pub inputs: InputPolicy,
+    /// Package names, each once, in first-mention order.
+    pub packages: Vec<String>,
+    pub exclude_packages: Vec<String>,
+    /// Base packages this release may replace with newer builds from its
+    /// allowed repos (empty: the base's packages are left alone).
+    pub allow_base_upgrade: Vec<String>,
+    pub postprocess: Vec<String>,
+    pub add_files: Vec<AddFile>,
+    pub remove_files: Vec<String>,
+    /// Renders the derived version; [`VersionTemplate::DEFAULT`] if unset.
+    pub version_template: VersionTemplate,
+    /// Image labels added to the derived image.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl ReleaseManifest {
+    /// Parses one manifest text without reading any file; see
+    /// [`crate::BaseManifest::parse`].
+    pub fn parse(text: &str, origin: &Path, vars: &Vars) -> Result<Self, ManifestError> {
+        document::parse(text, origin, vars)
+    }
+
+    /// Reads a manifest, its includes, `.repo` files and add-files sources
+    /// from the filesystem.
+    pub fn load(path: &Path, vars: &Vars) -> Result<Loaded<Self>, ManifestError> {
+        document::load(path, vars)
+    }
+
+    /// Like [`ReleaseManifest::load`], reading through `source`.
+    pub fn load_from(
+        source: &dyn FileSource,
+        path: &Path,
+        vars: &Vars,
+    ) -> Result<Loaded<Self>, ManifestError> {
+        document::load_from(source, path, vars)
+    }
+
+    /// Deterministic JSON of the whole manifest (sorted keys, no
+    /// whitespace): the manifest's part of derive's input hash.
+    pub fn to_canonical_json(&self) -> String {
+        crate::canonical::to_json(self)
+    }
+}
+
+/// A release manifest file, as written.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    rename_all = "kebab-case",
+    expecting = "a release manifest (a YAML mapping)"
+)]
+pub(crate) struct PartialRelease {
+    edition: Option<Spanned<u32>>,
+    include: Option<OneOrMany>,
+    variables: Option<BTreeMap<Str, Option<Str>>>,
+    release: Option<Str>,
+    repos: Option<Vec<Spanned<PartialRepo>>>,
+    inputs: Option<PartialInputs>,
+    packages: Option<Vec<Str>>,
+    exclude_packages: Option<Vec<Str>>,
+    allow_base_upgrade: Option<Vec<Str>>,
+    postprocess: Option<Vec<Str>>,
+    add_files: Option<Vec<Spanned<PartialAddFile>>>,
+    remove_files: Option<Vec<Str>>,
+    version_template: Option<Str>,
+    labels: Option<BTreeMap<Str, Str>>,
+}
+merge_fields!(PartialRelease {
+    edition,
+    include,
+    variables,
+    release,
+    repos,
+    inputs,
+    packages,
+    exclude_packages,
+    allow_base_upgrade,
+    postprocess,
+    add_files,
+    remove_files,
+    version_template,
+    labels,
+});
+
+impl Partial for PartialRelease {
+    fn edition(&self) -> Option<&Spanned<u32>> {
+        self.edition.as_ref()
+    }
+    fn take_includes(&mut self) -> Vec<Str> {
+        self.include.take().map(|i| i.0).unwrap_or_default()
+    }
+    fn variables(&self) -> Option<&BTreeMap<Str, Option<Str>>> {
+        self.variables.as_ref()
+    }
+    fn repos_mut(&mut self) -> Option<&mut Vec<Spanned<PartialRepo>>> {
+        self.repos.as_mut()
+    }
+}
+
+impl Document for ReleaseManifest {
+    type Partial = PartialRelease;
+
+    fn finish(p: PartialRelease, cx: &mut Cx<'_>) -> Result<Self, ManifestError> {
+        let edition = content::edition(cx, p.edition)?;
+        let (release, release_at) = content::required_text(cx, p.release, "release")?;
+        let release = OcpRelease::parse(&release)
+            .map_err(|reason| cx.invalid(release_at, "release", reason))?;
+        // A release manifest does not know the base's releasever: dnf
+        // substitutes `$releasever` when derive configures it from the base.
+        let repos = repo::finish(cx, cx.required(p.repos, "repos")?, None)?;
+        content::non_empty(cx, &repos, "repos")?;
+        let inputs = content::inputs(cx, p.inputs, &repos)?;
+        let packages = content::packages(cx, "packages", p.packages)?;
+        content::non_empty(cx, &packages, "packages")?;
+        let exclude_packages = content::packages(cx, "exclude-packages", p.exclude_packages)?;
+        content::check_exclusions(cx, &packages, &exclude_packages)?;
+        let allow_base_upgrade = content::packages(cx, "allow-base-upgrade", p.allow_base_upgrade)?;
+        let postprocess = content::scripts(cx, p.postprocess)?;
+        let add_files = content::add_files(cx, p.add_files)?;
+        let remove_files = content::remove_files(cx, p.remove_files)?;
+        let version_template = match p.version_template {
+            None => VersionTemplate::default(),
+            Some(t) => VersionTemplate::parse(&cx.text(&t)?)
+                .map_err(|reason| cx.invalid(t.at, "version-template", reason))?,
+        };
+        let labels = content::labels(cx, p.labels)?;
+        Ok(ReleaseManifest {
+            edition,
+            release,
+            repos: repos.into_iter().map(|(r, _)| r).collect(),
+            inputs,
+            packages: content::names(packages),
+            exclude_packages: content::names(exclude_packages),
+            allow_base_upgrade: content::names(allow_base_upgrade),
+            postprocess,
+            add_files,
+            remove_files,
+            version_template,
+            labels,
+        })
+    }
+}
