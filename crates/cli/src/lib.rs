@@ -94,7 +94,8 @@ mod tests {
 
     #[test]
     fn fixture_args_parse() {
-        let cli = Cli::try_parse_from(["strata", "fixture", "--out", "/tmp/f", "--scale", "3"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["strata", "fixture", "--out", "/tmp/f", "--scale", "3"]).unwrap();
         assert_eq!(
             cli,
             Cli {

@@ -65,7 +65,10 @@ const DIST: &str = "el8";
 const FILE_DATA: &[(&str, &[u8])] = &[
     ("dracut", include_bytes!("../files/dracut")),
     ("initramfs-init", include_bytes!("../files/initramfs-init")),
-    ("initramfs-modules", include_bytes!("../files/initramfs-modules")),
+    (
+        "initramfs-modules",
+        include_bytes!("../files/initramfs-modules"),
+    ),
     ("systemd", include_bytes!("../files/systemd")),
     ("useradd", include_bytes!("../files/useradd")),
     ("groupadd", include_bytes!("../files/groupadd")),
@@ -82,7 +85,7 @@ fn data(name: &str) -> Vec<u8> {
 
 /// Busybox applets that coreutils (and friends) expose as symlinks.
 const APPLETS: &[(&str, &str)] = &[
-    ("bin", "awk basename cat chgrp chmod chown cp cpio cut date dd df dirname du echo env expr false find grep egrep fgrep gzip gunzip zcat head hostname id install kill ln ls md5sum mkdir mknod mktemp more mount mv nproc printf ps pwd readlink realpath rm rmdir sed seq sha1sum sha256sum sleep sort stat sync tail tar tee test [ timeout touch tr true umount uname uniq wc which xargs xz unxz yes"),
+    ("bin", "awk basename cat chgrp chmod chown cp cpio cut date dd df dirname du echo env expr false find grep egrep fgrep gzip gunzip zcat head hostname id install kill ln ls md5sum mkdir mknod mktemp more mount mv nproc printf ps pwd readlink realpath rm rmdir sed seq sha1sum sha256sum sleep sort stat sync tail tee test [ timeout touch tr true umount uname uniq wc which xargs xz unxz yes"),
     ("sbin", "chroot depmod findfs halt insmod lsmod modinfo modprobe pivot_root poweroff reboot rmmod switch_root"),
 ];
 
@@ -123,29 +126,31 @@ fn ordinary(name: &str, version: &str, release: &str, size: usize, requires: &[&
     let bin = size * 6 / 10;
     let lib = size * 3 / 10;
     let doc = size - bin - lib;
-    let mut p = pkg(name, version, release)
-        .requires(requires)
-        .files([
-            FileSpec::file(&format!("/usr/bin/{name}"), synth::binary(&seed, bin), 0o755),
-            FileSpec::file(
-                &format!("/usr/lib64/lib{name}.so.1"),
-                synth::binary(&format!("{seed}.so"), lib),
-                0o755,
-            ),
-            FileSpec::file(
-                &format!("/etc/{name}.conf"),
-                synth::text(&format!("{seed}.conf"), 400),
-                0o644,
-            )
-            .config(),
-            FileSpec::dir(&format!("/usr/share/doc/{name}"), 0o755),
-            FileSpec::file(
-                &format!("/usr/share/doc/{name}/README"),
-                synth::text(&format!("{seed}.doc"), doc.max(200)),
-                0o644,
-            )
-            .doc(),
-        ]);
+    let mut p = pkg(name, version, release).requires(requires).files([
+        FileSpec::file(
+            &format!("/usr/bin/{name}"),
+            synth::binary(&seed, bin),
+            0o755,
+        ),
+        FileSpec::file(
+            &format!("/usr/lib64/lib{name}.so.1"),
+            synth::binary(&format!("{seed}.so"), lib),
+            0o755,
+        ),
+        FileSpec::file(
+            &format!("/etc/{name}.conf"),
+            synth::text(&format!("{seed}.conf"), 400),
+            0o644,
+        )
+        .config(),
+        FileSpec::dir(&format!("/usr/share/doc/{name}"), 0o755),
+        FileSpec::file(
+            &format!("/usr/share/doc/{name}/README"),
+            synth::text(&format!("{seed}.doc"), doc.max(200)),
+            0o644,
+        )
+        .doc(),
+    ]);
     p.summary = format!("The {name} package (fixture)");
     p
 }
@@ -154,7 +159,10 @@ fn kernel_packages(files: &KernelFiles, release: &str, time: u32) -> Vec<PkgSpec
     let v = KERNEL_VERSION;
     let exact = |n: &str| format!("{n} = {v}-{release}");
     let mut core = PkgSpec::new("kernel-core", v, release)
-        .provides(&[&format!("kernel-uname-r = {}", kver(release)), "installonlypkg(kernel)"])
+        .provides(&[
+            &format!("kernel-uname-r = {}", kver(release)),
+            "installonlypkg(kernel)",
+        ])
         .files(files.core.iter().cloned());
     let mut modules = PkgSpec::new("kernel-modules", v, release)
         .requires(&[&exact("kernel-core")])
@@ -181,7 +189,11 @@ fn coreutils(busybox: &[u8]) -> PkgSpec {
     ];
     for (dir, names) in APPLETS {
         for n in names.split_whitespace() {
-            let target = if *dir == "bin" { "coreutils" } else { "../bin/coreutils" };
+            let target = if *dir == "bin" {
+                "coreutils"
+            } else {
+                "../bin/coreutils"
+            };
             files.push(FileSpec::symlink(&format!("/usr/{dir}/{n}"), target));
         }
     }
@@ -258,7 +270,11 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
     ];
     baseos.extend(kernel_packages(
         if zstream { &ing.kernel_z } else { &ing.kernel },
-        if zstream { KERNEL_RELEASE_Z } else { KERNEL_RELEASE },
+        if zstream {
+            KERNEL_RELEASE_Z
+        } else {
+            KERNEL_RELEASE
+        },
         if zstream { ZSTREAM_TIME } else { BASE_TIME },
     ));
 
@@ -268,25 +284,61 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
     let plain: &[(&str, &str, &str, usize, &[&str])] = &[
         ("zlib", "1.2.11", "18.el8_5", 110_000, &["glibc"]),
         ("xz-libs", "5.2.4", "4.el8_6", 170_000, &["glibc"]),
-        ("openssl-libs", "1.1.1k", openssl_release, 3_800_000, &["glibc", "zlib"]),
+        (
+            "openssl-libs",
+            "1.1.1k",
+            openssl_release,
+            3_800_000,
+            &["glibc", "zlib"],
+        ),
         ("libselinux", "2.9", "5.el8", 180_000, &["glibc"]),
         ("libseccomp", "2.5.2", "1.el8", 170_000, &["glibc"]),
         ("util-linux", "2.32.1", "35.el8", 4_600_000, &["glibc"]),
         ("systemd-udev", "239", "58.el8_6", 8_900_000, &["systemd"]),
-        ("NetworkManager", "1.36.0", "4.el8_6", 6_200_000, &["glibc", "systemd"]),
+        (
+            "NetworkManager",
+            "1.36.0",
+            "4.el8_6",
+            6_200_000,
+            &["glibc", "systemd"],
+        ),
         ("kmod", "25", "19.el8", 250_000, &["glibc"]),
         ("e2fsprogs", "1.45.6", "4.el8", 2_100_000, &["glibc"]),
         ("xfsprogs", "5.0.0", "10.el8", 3_900_000, &["glibc"]),
         ("lvm2", "2.03.14", "3.el8", 3_700_000, &["glibc"]),
-        ("cryptsetup", "2.3.7", "2.el8", 900_000, &["glibc", "openssl-libs"]),
+        (
+            "cryptsetup",
+            "2.3.7",
+            "2.el8",
+            900_000,
+            &["glibc", "openssl-libs"],
+        ),
         ("iptables", "1.8.4", "22.el8", 2_200_000, &["glibc"]),
         ("nftables", "0.9.3", "25.el8", 800_000, &["glibc"]),
         ("audit", "3.0.7", "2.el8", 800_000, &["glibc"]),
         ("sudo", "1.8.29", sudo_release, 3_400_000, &["glibc"]),
-        ("selinux-policy-targeted", "3.14.3", "95.el8", 16_000_000, &["coreutils"]),
-        ("policycoreutils", "2.9", "19.el8", 1_000_000, &["libselinux"]),
+        (
+            "selinux-policy-targeted",
+            "3.14.3",
+            "95.el8",
+            16_000_000,
+            &["coreutils"],
+        ),
+        (
+            "policycoreutils",
+            "2.9",
+            "19.el8",
+            1_000_000,
+            &["libselinux"],
+        ),
         ("nfs-utils", "2.3.3", "51.el8", 1_500_000, &["glibc"]),
-        ("iscsi-initiator-utils", "6.2.1.4", "4.git095f59c.el8", 1_500_000, &["glibc"]),
+        (
+            "iscsi-initiator-utils",
+            "6.2.1.4",
+            "4.git095f59c.el8",
+            1_500_000,
+            &["glibc"],
+        ),
         ("rpm", "4.14.3", "23.el8", 2_000_000, &["glibc", "zlib"]),
         ("tar", "1.30", "5.el8", 2_900_000, &["glibc"]),
         ("less", "530", "1.el8", 350_000, &["glibc"]),
@@ -301,21 +353,54 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             .map(|(n, v, r, size, req)| ordinary(n, v, r, *size, req)),
     );
     if zstream {
-        for p in baseos.iter_mut().filter(|p| ["openssl-libs", "sudo", "glibc"].contains(&p.name.as_str())) {
+        for p in baseos
+            .iter_mut()
+            .filter(|p| ["openssl-libs", "sudo", "glibc"].contains(&p.name.as_str()))
+        {
             p.build_time = ZSTREAM_TIME;
         }
     }
 
     let app: &[(&str, &str, &str, usize, &[&str])] = &[
         ("conmon", "2.1.4", "1.module+el8.6.0", 120_000, &["glibc"]),
-        ("runc", "1.1.4", "1.module+el8.6.0", 11_000_000, &["glibc", "libseccomp"]),
+        (
+            "runc",
+            "1.1.4",
+            "1.module+el8.6.0",
+            11_000_000,
+            &["glibc", "libseccomp"],
+        ),
         ("containers-common", "1", "35.module+el8.6.0", 200_000, &[]),
-        ("container-selinux", "2.189.0", "1.module+el8.6.0", 60_000, &["selinux-policy-targeted"]),
-        ("podman", "4.0.2", "6.module+el8.6.0", 15_000_000, &["conmon", "runc", "containers-common"]),
-        ("skopeo", "1.6.2", "1.module+el8.6.0", 9_000_000, &["containers-common"]),
+        (
+            "container-selinux",
+            "2.189.0",
+            "1.module+el8.6.0",
+            60_000,
+            &["selinux-policy-targeted"],
+        ),
+        (
+            "podman",
+            "4.0.2",
+            "6.module+el8.6.0",
+            15_000_000,
+            &["conmon", "runc", "containers-common"],
+        ),
+        (
+            "skopeo",
+            "1.6.2",
+            "1.module+el8.6.0",
+            9_000_000,
+            &["containers-common"],
+        ),
         ("jq", "1.6", "3.el8", 350_000, &["glibc"]),
         ("ostree", "2022.2", "5.el8", 1_800_000, &["glibc"]),
-        ("rpm-ostree", "2022.2", "3.el8", 12_000_000, &["ostree", "rpm"]),
+        (
+            "rpm-ostree",
+            "2022.2",
+            "3.el8",
+            12_000_000,
+            &["ostree", "rpm"],
+        ),
     ];
     let appstream = app
         .iter()
@@ -335,12 +420,43 @@ fn filesystem_files() -> Vec<FileSpec> {
         FileSpec::dir("/var/tmp", 0o1777),
     ];
     for d in [
-        "/boot", "/dev", "/etc", "/etc/pki", "/etc/pki/rpm-gpg", "/etc/skel", "/etc/sysconfig",
-        "/home", "/media", "/mnt", "/opt", "/proc", "/run", "/srv", "/sys", "/usr", "/usr/bin",
-        "/usr/sbin", "/usr/lib", "/usr/lib64", "/usr/libexec", "/usr/share", "/usr/share/doc",
-        "/usr/share/licenses", "/usr/local", "/usr/local/bin", "/var", "/var/lib", "/var/log",
-        "/var/cache", "/var/spool", "/var/opt", "/var/empty", "/usr/lib/systemd",
-        "/usr/lib/systemd/system", "/usr/lib/tmpfiles.d", "/usr/lib/sysusers.d",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/etc/pki",
+        "/etc/pki/rpm-gpg",
+        "/etc/skel",
+        "/etc/sysconfig",
+        "/home",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/run",
+        "/srv",
+        "/sys",
+        "/usr",
+        "/usr/bin",
+        "/usr/sbin",
+        "/usr/lib",
+        "/usr/lib64",
+        "/usr/libexec",
+        "/usr/share",
+        "/usr/share/doc",
+        "/usr/share/licenses",
+        "/usr/local",
+        "/usr/local/bin",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/var/cache",
+        "/var/spool",
+        "/var/opt",
+        "/var/empty",
+        "/usr/lib/systemd",
+        "/usr/lib/systemd/system",
+        "/usr/lib/tmpfiles.d",
+        "/usr/lib/sysusers.d",
     ] {
         files.push(FileSpec::dir(d, 0o755));
     }
@@ -357,10 +473,22 @@ fn redhat_release(key_asc: &str) -> PkgSpec {
         .files([
             FileSpec::file("/usr/lib/os-release", os_release(), 0o644),
             FileSpec::symlink("/etc/os-release", "../usr/lib/os-release"),
-            FileSpec::file("/etc/redhat-release", "Red Hat Enterprise Linux release 8.6 (Ootpa)\n", 0o644),
+            FileSpec::file(
+                "/etc/redhat-release",
+                "Red Hat Enterprise Linux release 8.6 (Ootpa)\n",
+                0o644,
+            ),
             FileSpec::symlink("/etc/system-release", "redhat-release"),
-            FileSpec::file("/etc/system-release-cpe", "cpe:/o:redhat:enterprise_linux:8.6:ga\n", 0o644),
-            FileSpec::file("/etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release", key_asc, 0o644),
+            FileSpec::file(
+                "/etc/system-release-cpe",
+                "cpe:/o:redhat:enterprise_linux:8.6:ga\n",
+                0o644,
+            ),
+            FileSpec::file(
+                "/etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release",
+                key_asc,
+                0o644,
+            ),
         ])
 }
 
@@ -380,7 +508,10 @@ fn systemd() -> PkgSpec {
             FileSpec::file("/etc/systemd/journald.conf", "[Journal]\n#Storage=auto\n", 0o644).config(),
         ]);
     // Real systemd's %pre/%post create groups and write machine state.
-    p.pre = Some("getent group systemd-journal >/dev/null 2>&1 || groupadd -r -g 190 systemd-journal\n".into());
+    p.pre = Some(
+        "getent group systemd-journal >/dev/null 2>&1 || groupadd -r -g 190 systemd-journal\n"
+            .into(),
+    );
     p.post = Some(
         "mkdir -p /var/lib/systemd/catalog /var/log/journal\n\
          echo 'fixture catalog' > /var/lib/systemd/catalog/database\n\
@@ -396,7 +527,11 @@ fn grub(name: &str, path: &str, image: &[u8], extra: &[(&str, &[u8])]) -> PkgSpe
     let mut p = pkg(name, "2.02", "123.el8_6");
     p.epoch = 1;
     let mut files = vec![FileSpec::file(path, image.to_vec(), 0o644)];
-    files.extend(extra.iter().map(|(p, d)| FileSpec::file(p, d.to_vec(), 0o644)));
+    files.extend(
+        extra
+            .iter()
+            .map(|(p, d)| FileSpec::file(p, d.to_vec(), 0o644)),
+    );
     let mut dirs: Vec<String> = Vec::new();
     for f in &files {
         let mut parent = std::path::Path::new(&f.path).parent();
@@ -441,9 +576,22 @@ fn chrony() -> PkgSpec {
     let mut p = pkg("chrony", "4.1", "1.el8")
         .requires(&["bash", "systemd"])
         .files([
-            FileSpec::file("/usr/sbin/chronyd", synth::binary("chronyd", 400_000), 0o755),
-            FileSpec::file("/etc/chrony.conf", "pool 2.rhel.pool.ntp.org iburst\ndriftfile /var/lib/chrony/drift\n", 0o644).config(),
-            FileSpec::file("/usr/lib/systemd/system/chronyd.service", unit("NTP client/server", "/usr/sbin/chronyd"), 0o644),
+            FileSpec::file(
+                "/usr/sbin/chronyd",
+                synth::binary("chronyd", 400_000),
+                0o755,
+            ),
+            FileSpec::file(
+                "/etc/chrony.conf",
+                "pool 2.rhel.pool.ntp.org iburst\ndriftfile /var/lib/chrony/drift\n",
+                0o644,
+            )
+            .config(),
+            FileSpec::file(
+                "/usr/lib/systemd/system/chronyd.service",
+                unit("NTP client/server", "/usr/sbin/chronyd"),
+                0o644,
+            ),
             FileSpec::dir("/var/lib/chrony", 0o750).owner("chrony", "chrony"),
         ]);
     p.requires_pre = vec![crate::spec::Dep("shadow-utils".into())];
@@ -465,23 +613,57 @@ fn rhocp_packages(release: &str) -> Vec<PkgSpec> {
     let tag = format!("rhaos{release}.el8");
     let ocp = format!("{release}.0");
     let mut pkgs = vec![
-        ordinary("cri-o", crio, &format!("4.{tag}"), 9_000_000, &["conmon", "containers-common", "runc", "iptables"]),
-        ordinary("cri-tools", tools, &format!("1.{tag}"), 4_000_000, &["glibc"]),
-        ordinary("conmon-rs", conmon_rs, &format!("1.{tag}"), 1_500_000, &["glibc"]),
-        ordinary("NetworkManager-ovs", "1.36.0", "4.el8_6", 150_000, &["NetworkManager = 1.36.0-4.el8_6", "openvswitch"]),
+        ordinary(
+            "cri-o",
+            crio,
+            &format!("4.{tag}"),
+            9_000_000,
+            &["conmon", "containers-common", "runc", "iptables"],
+        ),
+        ordinary(
+            "cri-tools",
+            tools,
+            &format!("1.{tag}"),
+            4_000_000,
+            &["glibc"],
+        ),
+        ordinary(
+            "conmon-rs",
+            conmon_rs,
+            &format!("1.{tag}"),
+            1_500_000,
+            &["glibc"],
+        ),
+        ordinary(
+            "NetworkManager-ovs",
+            "1.36.0",
+            "4.el8_6",
+            150_000,
+            &["NetworkManager = 1.36.0-4.el8_6", "openvswitch"],
+        ),
         {
             let seed = format!("kubelet-{release}");
             pkg("openshift-kubelet", &ocp, &format!("202610200000.p0.{tag}"))
                 .requires(&["cri-o", "cri-tools", "util-linux"])
                 .files([
                     FileSpec::file("/usr/bin/kubelet", synth::binary(&seed, 6_000_000), 0o755),
-                    FileSpec::file("/usr/lib/systemd/system/kubelet.service", unit("Kubernetes Kubelet", "/usr/bin/kubelet"), 0o644),
+                    FileSpec::file(
+                        "/usr/lib/systemd/system/kubelet.service",
+                        unit("Kubernetes Kubelet", "/usr/bin/kubelet"),
+                        0o644,
+                    ),
                     FileSpec::dir("/etc/kubernetes", 0o755),
                     FileSpec::dir("/etc/kubernetes/manifests", 0o755),
                 ])
         },
         {
-            let mut p = ordinary("openvswitch", ovs, &format!("1.{tag}"), 5_000_000, &["glibc", "bash"]);
+            let mut p = ordinary(
+                "openvswitch",
+                ovs,
+                &format!("1.{tag}"),
+                5_000_000,
+                &["glibc", "bash"],
+            );
             p.requires_pre.push(crate::spec::Dep("shadow-utils".into()));
             p.pre = Some(
                 "getent group openvswitch >/dev/null || groupadd -r openvswitch\n\
@@ -495,8 +677,20 @@ fn rhocp_packages(release: &str) -> Vec<PkgSpec> {
     if release == "4.13" {
         // crun needs a newer libseccomp than the base has: the repo carries
         // it, so deriving crun needs allow-base-upgrade.
-        pkgs.push(ordinary("crun", "1.8.4", &format!("1.{tag}"), 500_000, &["libseccomp >= 2.5.3"]));
-        pkgs.push(ordinary("libseccomp", "2.5.3", &format!("1.{tag}"), 170_000, &["glibc"]));
+        pkgs.push(ordinary(
+            "crun",
+            "1.8.4",
+            &format!("1.{tag}"),
+            500_000,
+            &["libseccomp >= 2.5.3"],
+        ));
+        pkgs.push(ordinary(
+            "libseccomp",
+            "2.5.3",
+            &format!("1.{tag}"),
+            170_000,
+            &["glibc"],
+        ));
     }
     for p in &mut pkgs {
         p.build_time = OCP_TIME;
@@ -510,7 +704,11 @@ fn epel_packages() -> Vec<PkgSpec> {
         pkg("bash", "5.2.15", "1.el8")
             .requires(&["coreutils"])
             .provides(&["/bin/sh", "/bin/bash"])
-            .files([FileSpec::file("/usr/bin/bash", "#!/usr/bin/sh\necho 'epel bash'\n", 0o755)]),
+            .files([FileSpec::file(
+                "/usr/bin/bash",
+                "#!/usr/bin/sh\necho 'epel bash'\n",
+                0o755,
+            )]),
         ordinary("htop", "3.2.1", "1.el8", 300_000, &["glibc"]),
         ordinary("ripgrep", "13.0.0", "1.el8", 4_000_000, &["glibc"]),
     ];
@@ -531,7 +729,13 @@ fn scale_packages(n: usize) -> Vec<PkgSpec> {
             } else {
                 10_000 + (i * 7919) % 290_000
             };
-            ordinary(&format!("strata-scale-{i:04}"), "1.0", "1.el8", size, &["glibc"])
+            ordinary(
+                &format!("strata-scale-{i:04}"),
+                "1.0",
+                "1.el8",
+                size,
+                &["glibc"],
+            )
         })
         .collect()
 }

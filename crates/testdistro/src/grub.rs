@@ -22,9 +22,31 @@ configfile ($root)/grub2/grub.cfg
 /// Modules common to both platforms: partition tables, filesystems, the
 /// kernel loader, search by label, and what generated configs use.
 const COMMON_MODULES: &[&str] = &[
-    "part_gpt", "part_msdos", "ext2", "fat", "linux", "normal", "configfile", "search",
-    "search_label", "search_fs_uuid", "echo", "test", "gzio", "cat", "ls", "loadenv", "serial",
-    "terminal", "halt", "reboot", "blocklist", "minicmd", "true", "sleep", "regexp",
+    "part_gpt",
+    "part_msdos",
+    "ext2",
+    "fat",
+    "linux",
+    "normal",
+    "configfile",
+    "search",
+    "search_label",
+    "search_fs_uuid",
+    "echo",
+    "test",
+    "gzio",
+    "cat",
+    "ls",
+    "loadenv",
+    "serial",
+    "terminal",
+    "halt",
+    "reboot",
+    "blocklist",
+    "minicmd",
+    "true",
+    "sleep",
+    "regexp",
 ];
 
 /// The EFI (`BOOTX64.EFI`) and BIOS (`boot.img`, `core.img`) images.

@@ -25,8 +25,22 @@ const BOOT_MODULES: &str = include_str!("../files/initramfs-modules");
 
 /// Further drivers for kernel-modules: realistic bulk, never needed to boot.
 const EXTRA_MODULES: &[&str] = &[
-    "xfs", "btrfs", "overlay", "e1000", "e1000e", "virtio_net", "nf_tables", "br_netfilter",
-    "openvswitch", "vxlan", "geneve", "dm_crypt", "dm_multipath", "nvme", "ahci", "iscsi_tcp",
+    "xfs",
+    "btrfs",
+    "overlay",
+    "e1000",
+    "e1000e",
+    "virtio_net",
+    "nf_tables",
+    "br_netfilter",
+    "openvswitch",
+    "vxlan",
+    "geneve",
+    "dm_crypt",
+    "dm_multipath",
+    "nvme",
+    "ahci",
+    "iscsi_tcp",
 ];
 
 /// The Debian kernel package found in the cache directory.
@@ -161,16 +175,15 @@ impl Kernel {
             std::fs::copy(self.root.join(rel), &dest)
                 .with_context(|| format!("copying module {}", rel.display()))?;
         }
-        for meta in ["modules.order", "modules.builtin", "modules.builtin.modinfo"] {
+        for meta in [
+            "modules.order",
+            "modules.builtin",
+            "modules.builtin.modinfo",
+        ] {
             std::fs::copy(self.root.join(meta), moddir.join(meta))
                 .with_context(|| format!("copying {meta}"))?;
         }
-        strata_process::run(
-            Command::new("depmod")
-                .arg("-b")
-                .arg(stage.path())
-                .arg(kver),
-        )?;
+        strata_process::run(Command::new("depmod").arg("-b").arg(stage.path()).arg(kver))?;
 
         let base = format!("/usr/lib/modules/{kver}");
         let mut core = vec![

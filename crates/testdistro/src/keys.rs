@@ -7,8 +7,8 @@
 
 use anyhow::{Context, Result};
 use pgp::composed::{KeyType, SecretKeyParamsBuilder, SignedPublicKey, SignedSecretKey};
-use pgp::packet::{SignatureConfig, SignatureType, Subpacket, SubpacketData};
 use pgp::packet::PacketTrait;
+use pgp::packet::{SignatureConfig, SignatureType, Subpacket, SubpacketData};
 use pgp::types::{KeyDetails, Password, Timestamp};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
@@ -42,7 +42,9 @@ impl FixtureKey {
             .primary_user_id(user_id.to_string())
             .build()
             .context("fixture key parameters")?;
-        let mut key = params.generate(&mut rng).context("generating fixture key")?;
+        let mut key = params
+            .generate(&mut rng)
+            .context("generating fixture key")?;
         resign_user_ids(&mut key, created, &mut rng)?;
         let public = SignedPublicKey::from(key.clone());
         let opts = Default::default();
@@ -63,8 +65,12 @@ fn resign_user_ids(key: &mut SignedSecretKey, at: Timestamp, rng: &mut ChaCha20R
     let primary = key.primary_key.clone();
     let public = primary.public_key().clone();
     for user in &mut key.details.users {
-        let old = user.signatures.first().context("user id without self-signature")?;
-        let mut config = SignatureConfig::from_key(&mut *rng, &primary, SignatureType::CertPositive)?;
+        let old = user
+            .signatures
+            .first()
+            .context("user id without self-signature")?;
+        let mut config =
+            SignatureConfig::from_key(&mut *rng, &primary, SignatureType::CertPositive)?;
         config.hashed_subpackets = old
             .config()
             .context("self-signature without config")?
@@ -77,7 +83,10 @@ fn resign_user_ids(key: &mut SignedSecretKey, at: Timestamp, rng: &mut ChaCha20R
                 _ => Ok(sp.clone()),
             })
             .collect::<Result<_, _>>()?;
-        config.unhashed_subpackets = old.config().map(|c| c.unhashed_subpackets.clone()).unwrap_or_default();
+        config.unhashed_subpackets = old
+            .config()
+            .map(|c| c.unhashed_subpackets.clone())
+            .unwrap_or_default();
         let sig = config.sign_certification(
             &primary,
             &public,

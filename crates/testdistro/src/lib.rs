@@ -9,6 +9,7 @@
 //! busybox, GRUB) are unchanged.
 //!
 //! Modules:
+//! - [`boot`]: booting under qemu for tests, waiting for the boot marker.
 //! - [`spec`]: package descriptions and building them into signed RPMs.
 //! - `distro`: what the fixture contains (packages, repos, snapshots).
 //! - `kernel`: Debian's kernel split into kernel-core / kernel-modules.
@@ -17,6 +18,7 @@
 //! - `repo`: repository layout, createrepo_c, `.repo` files.
 //! - `synth`: deterministic synthetic file content.
 
+pub mod boot;
 mod distro;
 mod grub;
 mod kernel;
@@ -207,8 +209,8 @@ impl Fixture {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        let info = serde_json::from_str(&text)
-            .with_context(|| format!("parsing {}", path.display()))?;
+        let info =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         Ok(Some(Fixture {
             root: std::fs::canonicalize(root)?,
             info,
@@ -251,7 +253,10 @@ impl Fixture {
 /// Whether `elf` is an x86-64 ELF executable without a program interpreter.
 fn is_static_elf(elf: &[u8]) -> bool {
     const PT_INTERP: u32 = 3;
-    let u16_at = |o: usize| elf.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u16_at = |o: usize| {
+        elf.get(o..o + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+    };
     let u64_at = |o: usize| {
         elf.get(o..o + 8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
@@ -302,10 +307,7 @@ fn build(
         "strata fixture EPEL key <epel@fixture.strata.invalid>",
     )?;
     let kernel = kernel::Kernel::unpack(deb)?;
-    let kvers = vec![
-        distro::kver(KERNEL_RELEASE),
-        distro::kver(KERNEL_RELEASE_Z),
-    ];
+    let kvers = vec![distro::kver(KERNEL_RELEASE), distro::kver(KERNEL_RELEASE_Z)];
     let ingredients = distro::Ingredients {
         busybox,
         kernel: kernel.files(&kvers[0])?,

@@ -25,7 +25,9 @@ pub fn build_pool<'a>(
         BTreeMap::new();
     for (spec, signer) in packages {
         // Same NEVRA in two snapshots is the same package, built once.
-        unique.entry(pool_key(spec, *signer)).or_insert((spec, *signer));
+        unique
+            .entry(pool_key(spec, *signer))
+            .or_insert((spec, *signer));
     }
     // Largest first, so the long builds do not end up last on one core.
     let mut jobs: Vec<_> = unique.into_iter().collect();

@@ -173,7 +173,8 @@ impl PkgSpec {
     }
 
     pub fn requires(mut self, deps: &[&str]) -> Self {
-        self.requires.extend(deps.iter().map(|d| Dep(d.to_string())));
+        self.requires
+            .extend(deps.iter().map(|d| Dep(d.to_string())));
         self
     }
 
@@ -184,7 +185,8 @@ impl PkgSpec {
     }
 
     pub fn provides(mut self, deps: &[&str]) -> Self {
-        self.provides.extend(deps.iter().map(|d| Dep(d.to_string())));
+        self.provides
+            .extend(deps.iter().map(|d| Dep(d.to_string())));
         self
     }
 
@@ -227,7 +229,10 @@ impl PkgSpec {
         );
         b.using_config(config)
             .release(self.release.as_str())
-            .description(format!("{}.\nPart of the strata fixture distribution.", self.summary))
+            .description(format!(
+                "{}.\nPart of the strata fixture distribution.",
+                self.summary
+            ))
             .vendor("strata fixture")
             .packager("strata fixture <fixture@strata.invalid>")
             .build_host("fixture.strata.invalid")
