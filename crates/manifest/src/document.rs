@@ -353,7 +353,7 @@ fn utf8(bytes: Vec<u8>, display: &Path) -> Result<String, ManifestError> {
         ManifestError::Syntax {
             location: Location {
                 file: display.to_path_buf(),
-                position: Some(Position { line, column }),
+                position: Some(Position::new(line, column)),
             },
             message: "not UTF-8 text".to_string(),
         }

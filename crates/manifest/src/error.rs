@@ -16,8 +16,19 @@ use std::path::PathBuf;
 /// A 1-based line and column (columns count characters, as serde_yaml does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Position {
-    pub line: usize,
-    pub column: usize,
+    pub line: u32,
+    pub column: u32,
+}
+
+impl Position {
+    /// A position from 1-based counts (saturating past `u32::MAX`).
+    pub fn new(line: usize, column: usize) -> Self {
+        let clamp = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Position {
+            line: clamp(line),
+            column: clamp(column),
+        }
+    }
 }
 
 /// A file, and where in it when that is known.

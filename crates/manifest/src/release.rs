@@ -172,3 +172,113 @@ impl Document for ReleaseManifest {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::version::{UtcDateTime, VersionParts};
+
+    const MINIMAL: &str = "\
+edition: 1
+release: \"4.13\"
+repos:
+  - id: rhocp-4.13
+    baseurl: file:///srv/rhocp-4.13
+inputs:
+  repos: [rhocp-4.13]
+  keys: [567E347AD0044ADE55BA8A5F199E2F91FD431D51]
+packages: [cri-o cri-tools, openshift-hyperkube]
+";
+
+    fn parse(text: &str) -> Result<ReleaseManifest, ManifestError> {
+        ReleaseManifest::parse(text, Path::new("ocp.yaml"), &Vars::new())
+    }
+
+    #[test]
+    fn minimal_release_gets_defaults() {
+        let m = parse(MINIMAL).unwrap();
+        assert_eq!(
+            m.release,
+            OcpRelease {
+                major: 4,
+                minor: 13
+            }
+        );
+        assert_eq!(m.packages, ["cri-o", "cri-tools", "openshift-hyperkube"]);
+        assert!(m.allow_base_upgrade.is_empty());
+        assert!(m.labels.is_empty());
+        assert_eq!(m.version_template.as_str(), VersionTemplate::DEFAULT);
+        let parts = VersionParts {
+            ocp: m.release,
+            rhel_major: 8,
+            rhel_minor: 6,
+            base_date: UtcDateTime::new(2026, 12, 2, 9, 30, 0).unwrap(),
+            serial: 0,
+        };
+        assert_eq!(m.version_template.render(&parts), "413.86.202612020930-0");
+    }
+
+    #[test]
+    fn unquoted_releases_keep_their_text() {
+        // YAML would read 4.10 as the float 4.1; the manifest keeps the text.
+        let m = parse(&MINIMAL.replace("\"4.13\"", "4.10")).unwrap();
+        assert_eq!(m.release.to_string(), "4.10");
+    }
+
+    #[test]
+    fn release_fields() {
+        let text = format!(
+            "{MINIMAL}allow-base-upgrade: [openssl-libs]\nlabels:\n  io.openshift.release: \"4.13\"\nversion-template: \"{{ocp_major}}.{{ocp_minor}}-{{serial}}\"\n"
+        );
+        let m = parse(&text).unwrap();
+        assert_eq!(m.allow_base_upgrade, ["openssl-libs"]);
+        assert_eq!(m.labels["io.openshift.release"], "4.13");
+        assert_eq!(
+            m.version_template.as_str(),
+            "{ocp_major}.{ocp_minor}-{serial}"
+        );
+    }
+
+    #[test]
+    fn release_errors() {
+        let add = |extra: &str| format!("{MINIMAL}{extra}");
+        let swap = |from: &str, to: &str| MINIMAL.replace(from, to);
+        let cases: Vec<(String, &str)> = vec![
+            (
+                swap("release: \"4.13\"", "release: \"4.13.1\""),
+                "ocp.yaml:2:10: invalid release: `4.13.1` is not MAJOR.MINOR (e.g. \"4.13\"; quote it, as 4.10 unquoted is a number)",
+            ),
+            (
+                swap("release: \"4.13\"\n", ""),
+                "ocp.yaml: missing required field `release`",
+            ),
+            (
+                add("osname: rhcos\n"),
+                "ocp.yaml:10:1: unknown field `osname`, expected one of `edition`, `include`, `variables`, `release`, `repos`, `inputs`, `packages`, `exclude-packages`, `allow-base-upgrade`, `postprocess`, `add-files`, `remove-files`, `version-template`, `labels`",
+            ),
+            (
+                add("version-template: \"{ocp_major}{ocp_minor}.{date}\"\n"),
+                "ocp.yaml:10:19: invalid version-template: `{date}` is not a known field (known: {ocp_major} {ocp_minor} {rhel_major} {rhel_minor} {base_date:FORMAT} {serial})",
+            ),
+            (
+                add("labels:\n  \"bad label\": x\n"),
+                "ocp.yaml:11:3: invalid labels: `bad label` is not a label name (non-empty, no spaces)",
+            ),
+            (
+                swap("packages: [cri-o cri-tools, openshift-hyperkube]", "packages: []"),
+                "ocp.yaml: invalid packages: the list is empty",
+            ),
+        ];
+        let mut failures = Vec::new();
+        for (text, want) in &cases {
+            match parse(text) {
+                Ok(_) => failures.push(format!("parsed, wanted: {want}\n{text}")),
+                Err(e) if e.to_string() != *want => {
+                    failures.push(format!("got:  {e}\nwant: {want}\n{text}"))
+                }
+                Err(_) => {}
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+}

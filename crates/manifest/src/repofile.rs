@@ -52,7 +52,13 @@ impl Entry {
             for (column, c) in (at.column..).zip(part.chars()) {
                 if c.is_whitespace() || c == ',' {
                     if !current.is_empty() {
-                        items.push((std::mem::take(&mut current), pos(at.line, start)));
+                        items.push((
+                            std::mem::take(&mut current),
+                            Position {
+                                line: at.line,
+                                column: start,
+                            },
+                        ));
                     }
                 } else {
                     if current.is_empty() {
@@ -62,7 +68,13 @@ impl Entry {
                 }
             }
             if !current.is_empty() {
-                items.push((current, pos(at.line, start)));
+                items.push((
+                    current,
+                    Position {
+                        line: at.line,
+                        column: start,
+                    },
+                ));
             }
         }
         items
@@ -77,7 +89,7 @@ pub(crate) struct SyntaxError {
 }
 
 fn pos(line: usize, column: usize) -> Position {
-    Position { line, column }
+    Position::new(line, column)
 }
 
 /// Splits a `.repo` file into sections.

@@ -245,7 +245,7 @@ fn byte_offset(text: &str, pos: Position) -> Option<usize> {
     let line = &text[line_start..];
     let col = line
         .char_indices()
-        .nth(pos.column.saturating_sub(1))
+        .nth((pos.column as usize).saturating_sub(1))
         .map(|(i, _)| i)
         .unwrap_or(line.len());
     Some(line_start + col)
@@ -256,10 +256,7 @@ fn position_of(text: &str, offset: usize) -> Position {
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Position {
-        line,
-        column: before[line_start..].chars().count() + 1,
-    }
+    Position::new(line, before[line_start..].chars().count() + 1)
 }
 
 #[cfg(test)]

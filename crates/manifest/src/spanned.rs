@@ -218,10 +218,7 @@ pub(crate) fn locate<T: DeserializeOwned>(text: &str, ordinal: u32) -> Option<Po
     });
     match serde_yaml::from_str::<T>(text) {
         Ok(_) => None,
-        Err(e) => e.location().map(|l| Position {
-            line: l.line(),
-            column: l.column(),
-        }),
+        Err(e) => e.location().map(|l| Position::new(l.line(), l.column())),
     }
 }
 
@@ -230,10 +227,7 @@ pub(crate) type Locator = fn(&str, u32) -> Option<Position>;
 
 /// Turns a serde_yaml error into a located [`ManifestError`].
 pub(crate) fn yaml_error(err: &serde_yaml::Error, file: &Path) -> ManifestError {
-    let position = err.location().map(|l| Position {
-        line: l.line(),
-        column: l.column(),
-    });
+    let position = err.location().map(|l| Position::new(l.line(), l.column()));
     let location = Location {
         file: file.to_path_buf(),
         position,

@@ -1,0 +1,200 @@
+//! Include chains, cycles and file references on a real filesystem.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use strata_manifest::{BaseManifest, FileRole, InputKind, ManifestError, ReleaseManifest, Vars};
+
+struct Tree {
+    dir: tempfile::TempDir,
+}
+
+impl Tree {
+    fn new(files: &[(&str, &str)]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, content) in files {
+            let path = dir.path().join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, content).unwrap();
+        }
+        Tree { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn base(&self, rel: &str) -> Result<strata_manifest::Loaded<BaseManifest>, ManifestError> {
+        BaseManifest::load(&self.path(rel), &Vars::new())
+    }
+}
+
+const HEAD: &str = "\
+edition: 1
+name: rhel-8.6
+osname: rhcos
+releasever: \"8\"
+version-prefix: \"8.6.<date:%Y%m%d>\"
+";
+
+const REPOS: &str = "\
+repos:
+  - id: baseos
+    baseurl: file:///srv/baseos
+inputs:
+  repos: [baseos]
+  keys: [567E347AD0044ADE55BA8A5F199E2F91FD431D51]
+";
+
+#[test]
+fn a_chain_of_includes_merges_in_order() {
+    let tree = Tree::new(&[
+        ("top/base.yaml", &format!("{HEAD}include: ../shared/packages.yaml\npackages: [top]\nunits: [top.service]\n")),
+        ("shared/packages.yaml", "include: [repos.yaml, more/extra.yaml]\npackages: [middle, bottom]\nrecommends: true\n"),
+        ("shared/repos.yaml", REPOS),
+        ("shared/more/extra.yaml", "packages: [bottom, extra]\nrecommends: false\nunits: [extra.service]\nadd-files:\n  - {src: files/motd, dest: /etc/motd, mode: \"0644\"}\n"),
+        ("shared/more/files/motd", "welcome\n"),
+    ]);
+    let loaded = tree.base("top/base.yaml").unwrap();
+    let m = loaded.manifest;
+    // repos.yaml, then extra.yaml, then packages.yaml, then base.yaml.
+    assert_eq!(m.packages, ["bottom", "extra", "middle", "top"]);
+    assert_eq!(m.units, ["extra.service", "top.service"]);
+    // packages.yaml is applied after extra.yaml, which it includes.
+    assert!(m.recommends);
+    // src is relative to the file that names it.
+    assert_eq!(m.add_files[0].src, tree.path("shared/more/files/motd"));
+    assert_eq!(m.add_files[0].mode, Some(0o644));
+    let read: Vec<(PathBuf, InputKind)> = loaded
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.kind))
+        .collect();
+    assert_eq!(
+        read,
+        [
+            (tree.path("top/base.yaml"), InputKind::Manifest),
+            (tree.path("shared/packages.yaml"), InputKind::Include),
+            (tree.path("shared/repos.yaml"), InputKind::Include),
+            (tree.path("shared/more/extra.yaml"), InputKind::Include),
+            (
+                tree.path("shared/more/files/motd"),
+                InputKind::AddFilesSource
+            ),
+        ]
+    );
+}
+
+#[test]
+fn an_include_cycle_is_reported_with_its_chain() {
+    let tree = Tree::new(&[
+        ("a.yaml", &format!("{HEAD}include: b.yaml\n")),
+        ("b.yaml", "include: sub/c.yaml\n"),
+        ("sub/c.yaml", "packages: [x]\ninclude: ../b.yaml\n"),
+    ]);
+    let err = tree.base("a.yaml").unwrap_err();
+    let d = tree.dir.path().display();
+    assert_eq!(
+        err.to_string(),
+        format!("{d}/sub/c.yaml:2:10: include cycle: {d}/b.yaml -> {d}/sub/c.yaml -> {d}/b.yaml")
+    );
+    match err {
+        ManifestError::IncludeCycle { chain, .. } => {
+            assert_eq!(
+                chain,
+                [
+                    tree.path("b.yaml"),
+                    tree.path("sub/c.yaml"),
+                    tree.path("b.yaml")
+                ]
+            )
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_cycle_back_to_the_root_names_it() {
+    let tree = Tree::new(&[
+        ("a.yaml", &format!("{HEAD}include: b.yaml\n")),
+        ("b.yaml", "include: a.yaml\n"),
+    ]);
+    let err = tree.base("a.yaml").unwrap_err();
+    let d = tree.dir.path().display();
+    assert_eq!(
+        err.to_string(),
+        format!("{d}/b.yaml:1:10: include cycle: {d}/a.yaml -> {d}/b.yaml -> {d}/a.yaml")
+    );
+}
+
+#[test]
+fn a_missing_include_names_the_including_line() {
+    let tree = Tree::new(&[
+        ("a.yaml", &format!("{HEAD}include:\n  - {}\n", "b.yaml")),
+        ("b.yaml", "include: [c.yaml, gone.yaml]\n"),
+        ("c.yaml", "{}\n"),
+    ]);
+    let err = tree.base("a.yaml").unwrap_err();
+    let d = tree.dir.path().display();
+    assert_eq!(
+        err.to_string(),
+        format!("{d}/b.yaml:1:19: cannot read include `{d}/gone.yaml`")
+    );
+    match &err {
+        ManifestError::MissingFile { role, source, .. } => {
+            assert_eq!(*role, FileRole::Include);
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn a_missing_add_files_source_names_the_line() {
+    let tree = Tree::new(&[(
+        "a.yaml",
+        &format!("{HEAD}{REPOS}packages: [p]\nadd-files:\n  - src: files/absent\n    dest: /etc/absent\n"),
+    )]);
+    let err = tree.base("a.yaml").unwrap_err();
+    let d = tree.dir.path().display();
+    assert_eq!(
+        err.to_string(),
+        format!("{d}/a.yaml:14:10: cannot read add-files source `{d}/files/absent`")
+    );
+}
+
+#[test]
+fn an_unreadable_root_is_a_read_error() {
+    let err =
+        BaseManifest::load(Path::new("/nonexistent/strata/m.yaml"), &Vars::new()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot read manifest /nonexistent/strata/m.yaml"
+    );
+    assert!(matches!(err, ManifestError::Read { .. }));
+}
+
+#[test]
+fn repo_files_resolve_next_to_the_file_that_names_them() {
+    let tree = Tree::new(&[
+        ("ocp/ocp.yaml", "edition: 1\nrelease: \"4.13\"\ninclude: ../common/repos.yaml\npackages: [cri-o]\n"),
+        ("common/repos.yaml", "repos: [{file: repos/ocp.repo}]\ninputs:\n  repos: [rhocp]\n  keys: [{file: keys/ocp.asc}]\n"),
+        ("common/repos/ocp.repo", "[rhocp]\nname=OCP\nbaseurl=file:///srv/rhocp/$basearch\ngpgkey=../keys/ocp.asc\n"),
+    ]);
+    let loaded = ReleaseManifest::load(&tree.path("ocp/ocp.yaml"), &Vars::new()).unwrap();
+    let m = loaded.manifest;
+    assert_eq!(m.repos[0].baseurl, ["file:///srv/rhocp/x86_64"]);
+    assert_eq!(
+        m.repos[0].gpgkey,
+        [format!(
+            "file://{}",
+            tree.path("common/keys/ocp.asc").display()
+        )]
+    );
+    assert_eq!(
+        m.inputs.keys,
+        [strata_manifest::KeyRef::File(
+            tree.path("common/keys/ocp.asc")
+        )]
+    );
+}

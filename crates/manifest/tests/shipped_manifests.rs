@@ -1,0 +1,325 @@
+//! The manifests shipped in manifests/ load, and flatten to what the demo
+//! and the docs promise.
+
+use std::path::{Path, PathBuf};
+
+use strata_manifest::{
+    BaseManifest, Fingerprint, InputKind, KeyRef, ManifestError, OcpRelease, ReleaseManifest, Vars,
+};
+
+fn manifests() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests")
+}
+
+fn fixture_vars() -> Vars {
+    Vars::new().with("fixture", "/tmp/x").unwrap()
+}
+
+fn entitled_vars() -> Vars {
+    Vars::new()
+        .with("entitlement", "/etc/pki/entitlement/1234")
+        .unwrap()
+}
+
+fn ids(repos: &[strata_manifest::Repo]) -> Vec<&str> {
+    repos.iter().map(|r| r.id.as_str()).collect()
+}
+
+#[test]
+fn demo_base_flattens() {
+    let loaded =
+        BaseManifest::load(&manifests().join("demo/rhel-8.6.yaml"), &fixture_vars()).unwrap();
+    let m = &loaded.manifest;
+    assert_eq!(m.name, "rhel-8.6");
+    assert_eq!(m.osname, "rhcos");
+    assert_eq!(m.releasever, "8");
+    assert_eq!(m.version_prefix.as_str(), "8.6.<date:%Y%m%d>");
+    assert_eq!(
+        ids(&m.repos),
+        ["rhel-8.6-baseos", "rhel-8.6-appstream", "epel-8"]
+    );
+    assert_eq!(
+        m.repos[0].baseurl,
+        ["file:///tmp/x/snapshots/20261101/rhel-8.6-baseos"]
+    );
+    assert_eq!(
+        m.repos[1].baseurl,
+        ["file:///tmp/x/snapshots/20261101/rhel-8.6-appstream"]
+    );
+    assert_eq!(m.repos[2].baseurl, ["file:///tmp/x/epel-8"]);
+    assert_eq!(
+        m.repos[0].gpgkey,
+        ["file:///tmp/x/keys/RPM-GPG-KEY-strata-fixture-release"]
+    );
+    assert_eq!(
+        m.repos[2].gpgkey,
+        ["file:///tmp/x/keys/RPM-GPG-KEY-strata-fixture-epel"]
+    );
+    assert!(m.repos.iter().all(|r| r.gpgcheck && r.enabled));
+    // epel-8 is visible to dnf but may not contribute packages.
+    assert_eq!(m.inputs.repos, ["rhel-8.6-baseos", "rhel-8.6-appstream"]);
+    assert!(!m.inputs.allows_repo("epel-8"));
+    assert_eq!(
+        m.inputs.keys,
+        [KeyRef::File(PathBuf::from(
+            "/tmp/x/keys/RPM-GPG-KEY-strata-fixture-release"
+        ))]
+    );
+    assert_eq!(
+        m.packages,
+        [
+            "kernel",
+            "kernel-core",
+            "kernel-modules",
+            "systemd",
+            "dracut",
+            "bash",
+            "coreutils",
+            "setup",
+            "filesystem",
+            "basesystem",
+            "redhat-release",
+            "glibc",
+            "shadow-utils",
+            "grub2-efi-x64",
+            "grub2-pc",
+            "openssh-server",
+            "chrony",
+        ]
+    );
+    assert_eq!(m.initramfs.generator, "dracut");
+    assert_eq!(m.initramfs.args, ["--no-hostonly", "--reproducible"]);
+    assert_eq!(m.units, ["sshd.service", "chronyd.service"]);
+    assert_eq!(m.postprocess.len(), 1);
+    assert!(m.postprocess[0].contains("BASE_SNAPSHOT=20261101\\n"));
+    assert!(m.documentation);
+    assert!(!m.recommends);
+    let kinds: Vec<(String, InputKind)> = loaded
+        .files
+        .iter()
+        .map(|f| {
+            (
+                f.path.file_name().unwrap().to_string_lossy().into_owned(),
+                f.kind,
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("rhel-8.6.yaml".to_string(), InputKind::Manifest),
+            ("rhel-8.6-repos.yaml".to_string(), InputKind::Include),
+        ]
+    );
+    assert!(loaded.files.iter().all(|f| f.path.is_absolute()));
+}
+
+#[test]
+fn demo_base_takes_a_later_snapshot() {
+    let vars = fixture_vars().with("snapshot", "20261115").unwrap();
+    let m = BaseManifest::load(&manifests().join("demo/rhel-8.6.yaml"), &vars)
+        .unwrap()
+        .manifest;
+    assert_eq!(
+        m.repos[0].baseurl,
+        ["file:///tmp/x/snapshots/20261115/rhel-8.6-baseos"]
+    );
+}
+
+#[test]
+fn demo_base_needs_the_fixture_variable() {
+    let err =
+        BaseManifest::load(&manifests().join("demo/rhel-8.6.yaml"), &Vars::new()).unwrap_err();
+    assert!(
+        matches!(err, ManifestError::UnsetVariable { ref name, .. } if name == "fixture"),
+        "{err}"
+    );
+    // Points into the included file, at the first use.
+    let location = err.location().unwrap();
+    assert!(location.file.ends_with("demo/rhel-8.6-repos.yaml"), "{err}");
+    assert_eq!(location.position.unwrap().line, 17, "{err}");
+}
+
+#[test]
+fn demo_releases_flatten() {
+    for (release, minor) in [("4.12", 12), ("4.13", 13)] {
+        let path = manifests().join(format!("demo/ocp-{release}.yaml"));
+        let m = ReleaseManifest::load(&path, &fixture_vars())
+            .unwrap()
+            .manifest;
+        let rhocp = format!("rhocp-{release}-for-rhel-8");
+        assert_eq!(m.release, OcpRelease { major: 4, minor });
+        assert_eq!(
+            ids(&m.repos),
+            ["rhel-8.6-baseos", "rhel-8.6-appstream", rhocp.as_str()]
+        );
+        assert_eq!(m.repos[2].baseurl, [format!("file:///tmp/x/{rhocp}")]);
+        assert_eq!(
+            m.inputs.repos,
+            ["rhel-8.6-baseos", "rhel-8.6-appstream", rhocp.as_str()]
+        );
+        assert_eq!(
+            m.packages,
+            [
+                "cri-o",
+                "cri-tools",
+                "openshift-kubelet",
+                "openvswitch",
+                "conmon-rs",
+                "NetworkManager-ovs"
+            ]
+        );
+        assert!(m.allow_base_upgrade.is_empty());
+        assert_eq!(
+            m.version_template.as_str(),
+            strata_manifest::VersionTemplate::DEFAULT
+        );
+        assert!(m.postprocess[0].contains(&format!("OPENSHIFT_RELEASE={release}")));
+    }
+}
+
+fn red_hat_keys() -> Vec<KeyRef> {
+    [
+        "567E347AD0044ADE55BA8A5F199E2F91FD431D51",
+        "6A6AA7C97C8890AEC6AEBFE2F76F66C3D4082792",
+    ]
+    .iter()
+    .map(|f| KeyRef::Fingerprint(Fingerprint::parse(f).unwrap()))
+    .collect()
+}
+
+#[test]
+fn real_base_flattens() {
+    let loaded = BaseManifest::load(
+        &manifests().join("rhel-8.6/rhel-8.6.yaml"),
+        &entitled_vars(),
+    )
+    .unwrap();
+    let m = &loaded.manifest;
+    assert_eq!(
+        ids(&m.repos),
+        [
+            "rhel-8-for-x86_64-baseos-eus-rpms",
+            "rhel-8-for-x86_64-appstream-eus-rpms"
+        ]
+    );
+    let baseos = &m.repos[0];
+    assert_eq!(
+        baseos.baseurl,
+        ["https://cdn.redhat.com/content/eus/rhel8/8.6/x86_64/baseos/os"]
+    );
+    assert_eq!(
+        baseos.gpgkey,
+        ["file:///etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release"]
+    );
+    assert_eq!(
+        baseos.sslclientcert.as_deref(),
+        Some("/etc/pki/entitlement/1234.pem")
+    );
+    assert_eq!(
+        baseos.sslclientkey.as_deref(),
+        Some("/etc/pki/entitlement/1234-key.pem")
+    );
+    assert_eq!(
+        baseos.sslcacert.as_deref(),
+        Some("/etc/rhsm/ca/redhat-uep.pem")
+    );
+    assert_eq!(m.inputs.keys, red_hat_keys());
+    assert!(m.packages.len() >= 80, "{}", m.packages.len());
+    for name in [
+        "kernel",
+        "NetworkManager",
+        "podman",
+        "rpm-ostree",
+        "ostree",
+        "bootupd",
+        "dracut-network",
+        "sssd",
+        "iscsi-initiator-utils",
+    ] {
+        assert!(m.packages.iter().any(|p| p == name), "{name}");
+    }
+    for ocp in [
+        "cri-o",
+        "openshift-hyperkube",
+        "ignition",
+        "coreos-installer",
+    ] {
+        assert!(!m.packages.iter().any(|p| p == ocp), "{ocp}");
+    }
+    assert!(!m.documentation);
+    assert!(loaded
+        .files
+        .iter()
+        .any(|f| f.kind == InputKind::RepoFile && f.path.ends_with("rhel-8.6/rhel-8.6.repo")));
+}
+
+#[test]
+fn real_releases_flatten() {
+    for (release, ovs) in [("4.12", "openvswitch2.17"), ("4.13", "openvswitch3.1")] {
+        let path = manifests().join(format!("ocp-{release}.yaml"));
+        let m = ReleaseManifest::load(&path, &entitled_vars())
+            .unwrap()
+            .manifest;
+        let rhocp = format!("rhocp-{release}-for-rhel-8-x86_64-rpms");
+        assert_eq!(m.release.to_string(), release);
+        assert_eq!(
+            ids(&m.repos),
+            [
+                "rhel-8-for-x86_64-baseos-eus-rpms",
+                "rhel-8-for-x86_64-appstream-eus-rpms",
+                rhocp.as_str(),
+                "fast-datapath-for-rhel-8-x86_64-rpms",
+            ]
+        );
+        assert_eq!(
+            m.repos[2].baseurl,
+            [format!(
+                "https://cdn.redhat.com/content/dist/layered/rhel8/x86_64/rhocp/{release}/os"
+            )]
+        );
+        assert!(m.inputs.allows_repo(&rhocp));
+        assert_eq!(m.inputs.keys, red_hat_keys());
+        for name in [
+            "cri-o",
+            "cri-tools",
+            "openshift-hyperkube",
+            ovs,
+            "conmon-rs",
+            "NetworkManager-ovs",
+        ] {
+            assert!(m.packages.iter().any(|p| p == name), "{release}: {name}");
+        }
+    }
+}
+
+#[test]
+fn real_manifests_need_the_entitlement() {
+    let err = ReleaseManifest::load(&manifests().join("ocp-4.13.yaml"), &Vars::new()).unwrap_err();
+    assert!(
+        matches!(err, ManifestError::UnsetVariable { ref name, .. } if name == "entitlement"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("rhel-8.6/rhel-8.6.repo:17:17: variable `entitlement` has no value"),
+        "{err}"
+    );
+}
+
+#[test]
+fn canonical_json_is_deterministic_across_loads() {
+    let path = manifests().join("demo/rhel-8.6.yaml");
+    let a = BaseManifest::load(&path, &fixture_vars()).unwrap();
+    let b = BaseManifest::load(&path, &fixture_vars()).unwrap();
+    assert_eq!(
+        a.manifest.to_canonical_json(),
+        b.manifest.to_canonical_json()
+    );
+    assert_eq!(a.files, b.files);
+    let other = BaseManifest::load(&path, &Vars::new().with("fixture", "/tmp/y").unwrap()).unwrap();
+    assert_ne!(
+        a.manifest.to_canonical_json(),
+        other.manifest.to_canonical_json()
+    );
+}
