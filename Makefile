@@ -14,7 +14,7 @@ demo: build
 	$(STRATA) demo
 
 test: deps
-	$(CARGO) test --workspace --release
+	$(CARGO) test --workspace
 
 lint:
 	$(CARGO) fmt --all --check

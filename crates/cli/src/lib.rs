@@ -24,6 +24,15 @@ pub struct Cli {
 pub enum Command {
     /// Generate the fixture RPM distribution (offline, signed, bootable).
     Fixture(FixtureArgs),
+    /// Run the whole pipeline on the fixture distribution (the embedded default).
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct DemoArgs {
+    /// Working directory: fixture, repositories, images, builds.
+    #[arg(long, default_value = "strata-work")]
+    pub workdir: PathBuf,
 }
 
 #[derive(Debug, clap::Args, PartialEq, Eq)]
@@ -46,6 +55,7 @@ pub fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .init();
 }
@@ -61,6 +71,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
     };
     match cli.command {
         Command::Fixture(args) => fixture(args),
+        Command::Demo(args) => demo(args),
     }
 }
 
@@ -84,6 +95,27 @@ fn fixture(args: FixtureArgs) -> Result<ExitCode> {
         for r in &fixture.info.repos {
             println!("  {:<28} {:>3} packages  {}", r.id, r.packages.len(), r.dir);
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn demo(args: DemoArgs) -> Result<ExitCode> {
+    let out = args.workdir.join("fixture");
+    let fixture =
+        strata_testdistro::Fixture::generate(&out, &strata_testdistro::Options::default())?;
+    let count: usize = fixture.info.repos.iter().map(|r| r.packages.len()).sum();
+    println!("strata demo");
+    println!(
+        "  fixture distribution: {} ({} repos, {count} packages, release key {})",
+        fixture.root.display(),
+        fixture.info.repos.len(),
+        fixture.info.release_key.fingerprint
+    );
+    for file in ["rhel-8.6-20261101", "rhocp-4.12", "rhocp-4.13", "epel-8"] {
+        println!(
+            "  repo file: {}",
+            fixture.path(&format!("repos/{file}.repo")).display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -219,7 +219,7 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             .files(filesystem_files()),
         pkg("basesystem", "11", "5.el8").noarch().requires(&["setup", "filesystem"]),
         redhat_release(&ing.release_key_asc),
-        pkg("glibc", if zstream { "2.28" } else { "2.28" }, if zstream { "189.6.el8_6" } else { "189.5.el8_6" })
+        pkg("glibc", "2.28", if zstream { "189.6.el8_6" } else { "189.5.el8_6" })
             .requires(&["basesystem"])
             .provides(&["libc.so.6()(64bit)", "rtld(GNU_HASH)"])
             .files([
