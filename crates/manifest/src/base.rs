@@ -50,6 +50,7 @@ pub struct BaseManifest {
     /// Install weak dependencies (default false).
     pub recommends: bool,
     /// Resolved against the manifest that names it.
+    #[serde(serialize_with = "crate::canonical::option_path")]
     pub lockfile: Option<PathBuf>,
 }
 

@@ -20,6 +20,23 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
     sorted(value).to_string()
 }
 
+/// Serializes a path as a string, replacing what is not UTF-8, so that
+/// serializing a manifest cannot fail (`#[serde(serialize_with)]`).
+pub(crate) fn path<S: serde::Serializer>(path: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
+}
+
+/// [`path`] for an optional path.
+pub(crate) fn option_path<S: serde::Serializer>(
+    path: &Option<std::path::PathBuf>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match path {
+        Some(p) => s.serialize_some(&p.to_string_lossy()),
+        None => s.serialize_none(),
+    }
+}
+
 fn sorted(value: Value) -> Value {
     match value {
         Value::Object(map) => {

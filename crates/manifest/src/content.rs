@@ -26,6 +26,7 @@ use crate::spanned::{At, Spanned, Str};
 pub struct AddFile {
     /// Where to read it: resolved against the manifest file that names it
     /// (absolute when that file's path is).
+    #[serde(serialize_with = "crate::canonical::path")]
     pub src: PathBuf,
     /// Where it goes in the tree: an absolute path.
     pub dest: String,

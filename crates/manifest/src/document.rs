@@ -475,6 +475,7 @@ impl Cx<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::MemoryFiles;
     use crate::{BaseManifest, ReleaseManifest};
 
     const ROOT: &str = "\
@@ -521,8 +522,6 @@ metadata_expire = 86400
     fn load(files: &MemoryFiles, vars: &Vars) -> Result<Loaded<BaseManifest>, ManifestError> {
         BaseManifest::load_from(files, Path::new("/m/rhel.yaml"), vars)
     }
-
-    use crate::source::MemoryFiles;
 
     #[test]
     fn includes_merge_under_the_including_file() {

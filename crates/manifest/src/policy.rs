@@ -75,7 +75,7 @@ pub enum KeyRef {
     /// An armored public key in a local file (`{file: path}` or a `file://`
     /// URL), resolved against the manifest that names it. The caller reads
     /// it and allows the key's fingerprint.
-    File(PathBuf),
+    File(#[serde(serialize_with = "crate::canonical::path")] PathBuf),
     /// An armored public key at another URL (`https://…`), for the caller
     /// to fetch.
     Url(String),

@@ -85,6 +85,7 @@ pub enum InputKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct InputFile {
     /// The path read (absolute when the manifest's path was).
+    #[serde(serialize_with = "crate::canonical::path")]
     pub path: PathBuf,
     pub kind: InputKind,
     /// Lower-case hex sha256 of the content.

@@ -198,3 +198,24 @@ fn repo_files_resolve_next_to_the_file_that_names_them() {
         )]
     );
 }
+
+/// Regression: a manifest in a directory whose name is not UTF-8 must still
+/// serialize (paths are written lossily), not panic.
+#[cfg(unix)]
+#[test]
+fn canonical_json_survives_a_non_utf8_directory() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tree = Tree::new(&[]);
+    let dir = tree.dir.path().join(OsStr::from_bytes(b"caf\xe9"));
+    fs::create_dir_all(dir.join("files")).unwrap();
+    fs::write(dir.join("files/motd"), "hi\n").unwrap();
+    fs::write(
+        dir.join("m.yaml"),
+        format!("{HEAD}{REPOS}packages: [p]\nadd-files: [{{src: files/motd, dest: /etc/motd}}]\n"),
+    )
+    .unwrap();
+    let loaded = BaseManifest::load(&dir.join("m.yaml"), &Vars::new()).unwrap();
+    let json = loaded.manifest.to_canonical_json();
+    assert!(json.contains("caf\u{fffd}/files/motd"), "{json}");
+}
