@@ -1,0 +1,166 @@
+//! Writes a prepared tree into the workdir's ostree repository.
+//!
+//! The commit carries what ostree clients and strata's later stages read:
+//! `version`, `ostree.bootable`, `ostree.linux`, the package list in
+//! rpm-ostree's `rpmostree.rpmdb.pkglist` shape, and `strata.inputhash`.
+//! Its timestamp is the build's SOURCE_DATE_EPOCH, never the clock, so the
+//! same tree gives the same checksum. Extended attributes of the build
+//! filesystem are not committed (they describe the builder, not the OS).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use ostree::gio;
+use ostree::glib::{self, prelude::*};
+
+/// One package in the commit's package list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PkgEntry {
+    pub name: String,
+    pub epoch: u64,
+    pub version: String,
+    pub release: String,
+    pub arch: String,
+}
+
+/// What to commit.
+#[derive(Debug)]
+pub struct CommitSpec<'a> {
+    pub tree: &'a Path,
+    /// Branch to point at the commit, e.g. `strata/base/rhel-8.6`.
+    pub branch: &'a str,
+    pub version: &'a str,
+    pub kver: &'a str,
+    pub inputhash: &'a str,
+    pub packages: &'a [PkgEntry],
+    /// Seconds since the epoch.
+    pub timestamp: u64,
+}
+
+/// Opens the repository at `path`, creating it (bare-user) when missing.
+pub fn open_repo(path: &Path) -> Result<ostree::Repo> {
+    let repo = ostree::Repo::new_for_path(path);
+    if path.join("config").exists() {
+        repo.open(gio::Cancellable::NONE)
+            .with_context(|| format!("opening the ostree repository {}", path.display()))?;
+    } else {
+        std::fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+        repo.create(ostree::RepoMode::BareUser, gio::Cancellable::NONE)
+            .with_context(|| format!("creating the ostree repository {}", path.display()))?;
+    }
+    Ok(repo)
+}
+
+/// Commits `spec.tree` and points `spec.branch` at it; returns the checksum.
+pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
+    let cancel = gio::Cancellable::NONE;
+    repo.prepare_transaction(cancel)
+        .context("starting an ostree transaction")?;
+    let result = (|| -> Result<String> {
+        let mtree = ostree::MutableTree::new();
+        let modifier =
+            ostree::RepoCommitModifier::new(ostree::RepoCommitModifierFlags::SKIP_XATTRS, None);
+        let dir = gio::File::for_path(spec.tree);
+        repo.write_directory_to_mtree(&dir, &mtree, Some(&modifier), cancel)
+            .with_context(|| format!("writing {} into the repository", spec.tree.display()))?;
+        let root = repo
+            .write_mtree(&mtree, cancel)
+            .context("writing the tree")?;
+        let root = root
+            .downcast_ref::<ostree::RepoFile>()
+            .context("ostree returned a non-repository root")?;
+        let checksum = repo
+            .write_commit_with_time(
+                None,
+                Some(spec.version),
+                None,
+                Some(&metadata(spec)),
+                root,
+                spec.timestamp,
+                cancel,
+            )
+            .context("writing the commit")?;
+        repo.transaction_set_ref(None, spec.branch, Some(checksum.as_str()));
+        repo.commit_transaction(cancel)
+            .context("committing the ostree transaction")?;
+        Ok(checksum.to_string())
+    })();
+    if result.is_err() {
+        let _ = repo.abort_transaction(cancel);
+    }
+    result
+}
+
+fn metadata(spec: &CommitSpec<'_>) -> glib::Variant {
+    let dict = glib::VariantDict::new(None);
+    dict.insert_value("version", &spec.version.to_variant());
+    dict.insert_value("ostree.bootable", &true.to_variant());
+    dict.insert_value("ostree.linux", &spec.kver.to_variant());
+    dict.insert_value("strata.inputhash", &spec.inputhash.to_variant());
+    let pkglist: Vec<(String, u64, String, String, String)> = spec
+        .packages
+        .iter()
+        .map(|p| {
+            (
+                p.name.clone(),
+                p.epoch,
+                p.version.clone(),
+                p.release.clone(),
+                p.arch.clone(),
+            )
+        })
+        .collect();
+    dict.insert_value("rpmostree.rpmdb.pkglist", &pkglist.to_variant());
+    dict.end()
+}
+
+/// The string metadata `key` of `commit`, if set.
+pub fn commit_meta_string(repo: &ostree::Repo, commit: &str, key: &str) -> Result<Option<String>> {
+    let v = repo
+        .load_variant(ostree::ObjectType::Commit, commit)
+        .with_context(|| format!("loading commit {commit}"))?;
+    let meta = glib::VariantDict::new(Some(&v.child_value(0)));
+    Ok(meta.lookup::<String>(key).ok().flatten())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_tree_same_checksum_and_metadata_readable() {
+        let t = tempfile::tempdir().unwrap();
+        let tree = t.path().join("tree");
+        std::fs::create_dir_all(tree.join("usr/bin")).unwrap();
+        std::fs::write(tree.join("usr/bin/hello"), "hi").unwrap();
+        let pkgs = [PkgEntry {
+            name: "hello".into(),
+            epoch: 0,
+            version: "1".into(),
+            release: "1.el8".into(),
+            arch: "x86_64".into(),
+        }];
+        let mut sums = Vec::new();
+        for i in 0..2 {
+            let repo = open_repo(&t.path().join(format!("repo{i}"))).unwrap();
+            let spec = CommitSpec {
+                tree: &tree,
+                branch: "strata/test",
+                version: "8.6.20261101-0",
+                kver: "6.1.0-57.el8_6.x86_64",
+                inputhash: "abc",
+                packages: &pkgs,
+                timestamp: 1_792_022_400,
+            };
+            let sum = commit(&repo, &spec).unwrap();
+            assert_eq!(
+                commit_meta_string(&repo, &sum, "version")
+                    .unwrap()
+                    .as_deref(),
+                Some("8.6.20261101-0")
+            );
+            sums.push(sum);
+        }
+        assert_eq!(sums[0], sums[1]);
+    }
+}

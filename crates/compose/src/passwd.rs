@@ -1,0 +1,158 @@
+//! Users and groups of a composed tree.
+//!
+//! On an ostree system `/etc` belongs to the machine, so the users and
+//! groups that packages create live in `/usr/lib/passwd` and
+//! `/usr/lib/group` (read through nss-altfiles); `/etc` keeps only root.
+//! Ids are allocated by package scriptlets at install time; to keep them
+//! stable from build to build, the previous build's complete lists are put
+//! in place before the install, so that `getent … || useradd …` finds them.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::tree::write_file;
+
+/// The complete user and group lists of a build, kept with the build so the
+/// next one can reuse its ids.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Accounts {
+    pub passwd: String,
+    pub group: String,
+}
+
+/// Entries that stay in `/etc` (the machine's own files).
+const ETC_USERS: &[&str] = &["root"];
+const ETC_GROUPS: &[&str] = &["root", "wheel"];
+
+/// Seeds `root/etc/{passwd,group}` with `previous` before packages install.
+/// rpm then keeps them (setup ships them `%config(noreplace)`) and the
+/// scriptlets' `useradd` finds existing users instead of allocating ids.
+pub fn seed(root: &Path, previous: &Accounts) -> Result<()> {
+    if previous.passwd.is_empty() {
+        return Ok(());
+    }
+    write_file(&root.join("etc/passwd"), previous.passwd.as_bytes(), 0o644)?;
+    write_file(&root.join("etc/group"), previous.group.as_bytes(), 0o644)?;
+    Ok(())
+}
+
+/// Splits the installed tree's accounts between `/etc` and `/usr/lib`, turns
+/// on `altfiles` in nsswitch.conf, and returns the complete lists.
+pub fn split(root: &Path) -> Result<Accounts> {
+    let passwd = read(root, "etc/passwd")?;
+    let group = read(root, "etc/group")?;
+    for (file, keep, all) in [
+        ("passwd", ETC_USERS, &passwd),
+        ("group", ETC_GROUPS, &group),
+    ] {
+        let (etc, lib) = partition(all, keep);
+        write_file(&root.join("etc").join(file), etc.as_bytes(), 0o644)?;
+        write_file(&root.join("usr/lib").join(file), lib.as_bytes(), 0o644)?;
+    }
+    for (file, keep) in [("shadow", ETC_USERS), ("gshadow", ETC_GROUPS)] {
+        let path = root.join("etc").join(file);
+        if path.exists() {
+            let (etc, _) = partition(&read(root, &format!("etc/{file}"))?, keep);
+            write_file(&path, etc.as_bytes(), 0o000)?;
+        }
+    }
+    enable_altfiles(root)?;
+    Ok(Accounts { passwd, group })
+}
+
+fn read(root: &Path, rel: &str) -> Result<String> {
+    std::fs::read_to_string(root.join(rel)).with_context(|| format!("reading /{rel} of the tree"))
+}
+
+/// Lines whose name is in `keep`, and the others, each in file order.
+fn partition(text: &str, keep: &[&str]) -> (String, String) {
+    let mut etc = String::new();
+    let mut lib = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let name = line.split(':').next().unwrap_or("");
+        let out = if keep.contains(&name) {
+            &mut etc
+        } else {
+            &mut lib
+        };
+        out.push_str(line);
+        out.push('\n');
+    }
+    (etc, lib)
+}
+
+fn enable_altfiles(root: &Path) -> Result<()> {
+    let path = root.join("etc/nsswitch.conf");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut out = String::new();
+    let mut seen = (false, false);
+    for line in text.lines() {
+        let mut line = line.to_string();
+        for (db, flag) in [("passwd:", &mut seen.0), ("group:", &mut seen.1)] {
+            if line.trim_start().starts_with(db) {
+                *flag = true;
+                if !line.contains("altfiles") {
+                    line = line.replacen("files", "files altfiles", 1);
+                }
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if !seen.0 {
+        out.push_str("passwd: files altfiles\n");
+    }
+    if !seen.1 {
+        out.push_str("group: files altfiles\n");
+    }
+    write_file(&path, out.as_bytes(), 0o644)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_move_to_usr_lib_and_altfiles_is_on() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        std::fs::write(r.join("etc/passwd"), "root:x:0:0::/root:/bin/bash\nsshd:x:74:74::/:/sbin/nologin\nchrony:x:998:997::/:/sbin/nologin\n").unwrap();
+        std::fs::write(r.join("etc/group"), "root:x:0:\nwheel:x:10:\nsshd:x:74:\n").unwrap();
+        std::fs::write(r.join("etc/shadow"), "root:*::\nsshd:!!::\n").unwrap();
+        std::fs::write(
+            r.join("etc/nsswitch.conf"),
+            "passwd: files\nshadow: files\ngroup: files\nhosts: files dns\n",
+        )
+        .unwrap();
+        let acc = split(r).unwrap();
+        assert!(acc.passwd.contains("chrony:x:998"));
+        assert_eq!(
+            std::fs::read_to_string(r.join("etc/passwd")).unwrap(),
+            "root:x:0:0::/root:/bin/bash\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(r.join("usr/lib/passwd")).unwrap(),
+            "sshd:x:74:74::/:/sbin/nologin\nchrony:x:998:997::/:/sbin/nologin\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(r.join("etc/group")).unwrap(),
+            "root:x:0:\nwheel:x:10:\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(r.join("etc/shadow")).unwrap(),
+            "root:*::\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(r.join("etc/nsswitch.conf")).unwrap(),
+            "passwd: files altfiles\nshadow: files\ngroup: files altfiles\nhosts: files dns\n"
+        );
+        let again = tempfile::tempdir().unwrap();
+        seed(again.path(), &acc).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(again.path().join("etc/passwd")).unwrap(),
+            acc.passwd
+        );
+    }
+}
