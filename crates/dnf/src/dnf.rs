@@ -159,6 +159,7 @@ impl Dnf {
             release_ver: &options.release_ver,
             arch: &options.arch,
             rpm_macros: &macros,
+            cache_age: options.metadata_refresh.cache_age(),
         })?;
         ctx.setup()?;
 
@@ -516,10 +517,16 @@ impl Resolved<'_> {
     /// transaction into the install root. Scriptlets run chrooted into the
     /// root, which requires running as root.
     pub fn install(mut self) -> Result<InstallReport> {
+        if self.incoming.is_some() {
+            require_root_privileges()?;
+        }
         self.download()?;
         let start = Instant::now();
-        if self.incoming.is_some() {
+        if let Some(list) = &self.incoming {
+            let root = &self.options.install_root;
+            let litter = LibdnfLitter::before_commit(root, list);
             self.tx.commit(&self.goal)?;
+            litter.clean(root);
         }
         self.timings.install = start.elapsed();
         tracing::info!(
@@ -532,6 +539,67 @@ impl Resolved<'_> {
             removed: std::mem::take(&mut self.removed),
             timings: self.timings,
         })
+    }
+}
+
+/// rpm chroots into the install root to run scriptlets, which needs root
+/// (real, or mapped inside a user namespace). Checked up front so that the
+/// failure names the cause instead of surfacing as an rpm error mid-way.
+fn require_root_privileges() -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    // /proc/self belongs to the process's effective uid as seen in its
+    // own user namespace.
+    let uid = fs::metadata("/proc/self")
+        .map_err(|e| Error::io("reading /proc/self to find the effective uid", e))?
+        .uid();
+    if uid == 0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidOptions(format!(
+            "installing into a root needs root privileges (uid {uid}): rpm chroots into the root to run scriptlets; \
+             run as root or inside `unshare --user --map-root-user`"
+        )))
+    }
+}
+
+/// Directories libdnf creates in the install root on every commit (it
+/// persists module state into `/etc/dnf/modules.d`), deepest first.
+const LIBDNF_ROOT_DIRS: [&str; 3] = ["etc/dnf/modules.d", "etc/dnf", "etc"];
+
+/// Which of [`LIBDNF_ROOT_DIRS`] a commit may leave behind without any
+/// package owning them.
+struct LibdnfLitter {
+    candidates: Vec<&'static str>,
+}
+
+impl LibdnfLitter {
+    fn before_commit(root: &Path, incoming: &ffi::PackageList<'_>) -> LibdnfLitter {
+        let mut candidates: Vec<&'static str> = LIBDNF_ROOT_DIRS
+            .into_iter()
+            .filter(|d| !root.join(d).exists())
+            .collect();
+        if !candidates.is_empty() {
+            for i in 0..incoming.len() {
+                let files = incoming.files(i);
+                candidates.retain(|d| !files.iter().any(|f| f.trim_start_matches('/') == *d));
+            }
+        }
+        LibdnfLitter { candidates }
+    }
+
+    /// Removes the candidates that are empty directories now.
+    fn clean(self, root: &Path) {
+        for d in self.candidates {
+            let path = root.join(d);
+            match fs::remove_dir(&path) {
+                Ok(()) => {
+                    tracing::debug!(path = %path.display(), "removed directory libdnf created")
+                }
+                Err(e) => {
+                    tracing::debug!(path = %path.display(), error = %e, "left directory in place")
+                }
+            }
+        }
     }
 }
 

@@ -47,7 +47,7 @@ impl GErr {
         // fields, then free it exactly once.
         unsafe {
             let e = &*err;
-            let message = opt_string(e.message).unwrap_or_default();
+            let message = opt_string(e.message).unwrap_or_default().trim().to_string();
             let dnf_code = (e.domain == sys::dnf_error_quark()).then_some(e.code);
             sys::g_error_free(err);
             GErr { dnf_code, message }
@@ -206,6 +206,9 @@ pub(crate) struct ContextSettings<'a> {
     pub(crate) release_ver: &'a str,
     pub(crate) arch: &'a str,
     pub(crate) rpm_macros: &'a [(String, String)],
+    /// libdnf's cache age in seconds for remote metadata (`u32::MAX`: never
+    /// refresh).
+    pub(crate) cache_age: u32,
 }
 
 impl Context {
@@ -249,6 +252,7 @@ impl Context {
             sys::dnf_context_set_write_history(ctx, 0);
             sys::dnf_context_set_check_disk_space(ctx, 0);
             sys::dnf_context_set_check_transaction(ctx, 1);
+            sys::dnf_context_set_cache_age(ctx, s.cache_age);
             for (k, v) in &macros {
                 sys::dnf_context_set_rpm_macro(ctx, k.as_ptr(), v.as_ptr());
             }
@@ -576,6 +580,28 @@ impl PackageList<'_> {
                 .filter_map(|j| opt_string(sys::dnf_package_get_nevra(list.get(j))))
                 .collect()
         }
+    }
+
+    /// The paths package `i` contains (from the filelists metadata).
+    pub(crate) fn files(&self, i: usize) -> Vec<String> {
+        let p = self.get(i);
+        let mut out = Vec::new();
+        // SAFETY: live package; the NULL-terminated array is ours to free.
+        unsafe {
+            let arr = sys::dnf_package_get_files(p);
+            if arr.is_null() {
+                return out;
+            }
+            let mut cur = arr;
+            while !(*cur).is_null() {
+                if let Some(f) = opt_string(*cur) {
+                    out.push(f);
+                }
+                cur = cur.add(1);
+            }
+            sys::g_strfreev(arr);
+        }
+        out
     }
 
     /// `dnf_package_check_filename`: whether package `i`'s file exists and

@@ -61,5 +61,5 @@ mod package;
 
 pub use crate::dnf::{Dnf, InstallReport, LocalRpmOptions, Resolved, Timings, CMDLINE_REPO};
 pub use crate::error::{Error, Result};
-pub use crate::options::{DepsolveRequest, DnfOptions, RepoConfig};
+pub use crate::options::{DepsolveRequest, DnfOptions, MetadataRefresh, RepoConfig};
 pub use crate::package::{Checksum, Package};

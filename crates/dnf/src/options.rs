@@ -47,6 +47,35 @@ pub struct DnfOptions {
     pub dbpath: String,
     /// Extra rpm macros, e.g. `("_install_langs", "en_US")`.
     pub rpm_macros: Vec<(String, String)>,
+    /// When to re-fetch metadata of remote repositories (`file://`
+    /// repositories are always read directly).
+    pub metadata_refresh: MetadataRefresh,
+}
+
+/// When cached metadata of a remote repository is fetched again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum MetadataRefresh {
+    /// On every depsolve: a compose must see the repositories as they are
+    /// now (what `rpm-ostree compose tree` does).
+    #[default]
+    Always,
+    /// When older than the repository's `metadata_expire` (48 hours).
+    Expired,
+    /// Never: use the cache only (offline rebuilds from a warm cache).
+    Never,
+}
+
+impl MetadataRefresh {
+    /// libdnf's `cache_age` for this policy.
+    pub(crate) fn cache_age(self) -> u32 {
+        match self {
+            MetadataRefresh::Always => 0,
+            MetadataRefresh::Expired => u32::MAX - 1,
+            MetadataRefresh::Never => u32::MAX,
+        }
+    }
 }
 
 impl Default for DnfOptions {
@@ -62,6 +91,7 @@ impl Default for DnfOptions {
             best: true,
             dbpath: "/var/lib/rpm".to_string(),
             rpm_macros: Vec::new(),
+            metadata_refresh: MetadataRefresh::Always,
         }
     }
 }
@@ -437,6 +467,18 @@ mod tests {
         let text = render_repo_file(&[r.clone()]);
         assert!(text.contains("[base]\nname=base\nbaseurl=file:///srv/base https://mirror/base/$basearch\nenabled=1\ngpgcheck=0\n"), "{text}");
         assert_eq!(r.gpgkey_paths(), vec![PathBuf::from("/k.asc")]);
+    }
+
+    #[test]
+    fn metadata_refresh_maps_to_libdnf_cache_age() {
+        assert_eq!(MetadataRefresh::default(), MetadataRefresh::Always);
+        assert_eq!(MetadataRefresh::Always.cache_age(), 0);
+        assert_eq!(MetadataRefresh::Expired.cache_age(), u32::MAX - 1);
+        assert_eq!(MetadataRefresh::Never.cache_age(), u32::MAX);
+        assert_eq!(
+            serde_json::to_string(&MetadataRefresh::Expired).unwrap(),
+            r#""expired""#
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::fs;
 use std::time::Instant;
 
-use common::{fixture, require_root, rpm_qa, BUILD_TIME};
+use common::{copy_tree, fixture, require_root, rpm_qa, serve_dir, BUILD_TIME};
 use strata_dnf::{DepsolveRequest, Dnf, Error, LocalRpmOptions};
 
 fn names(pkgs: &[strata_dnf::Package]) -> Vec<String> {
@@ -263,4 +263,75 @@ fn repo_key_that_does_not_exist_is_rejected_up_front() {
     let repo = f.base().with_gpgkey(f.root.join("missing.asc"));
     let err = Dnf::new(f.options("missing-key"), vec![repo]).unwrap_err();
     assert!(err.to_string().contains("missing.asc"), "{err}");
+}
+
+#[test]
+fn remote_repo_downloads_into_cache_and_verifies_checksums() {
+    let f = fixture();
+    let url = serve_dir(f.base_repo.clone());
+    let repo = strata_dnf::RepoConfig::new("remote", format!("{url}/")).with_gpgkey(&f.trusted_key);
+    let opts = f.options("remote");
+    let cache = opts.cache_dir.clone();
+    let mut dnf = Dnf::new(opts, vec![repo]).unwrap();
+    let start = Instant::now();
+    let mut resolved = dnf.depsolve(&DepsolveRequest::install(["hello"])).unwrap();
+    eprintln!(
+        "remote depsolve (metadata download included): {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        names(resolved.packages()),
+        ["busybox-sh", "filesystem", "greeting-data", "hello"]
+    );
+    resolved.download().unwrap();
+    let packages_dir = cache.join("dnf/metadata/remote-8-x86_64/packages");
+    for p in resolved.packages() {
+        let local = p.local_path.as_ref().unwrap();
+        assert_eq!(local, &packages_dir.join(&p.location), "{}", p.name);
+        assert_eq!(
+            fs::read(local).unwrap(),
+            fs::read(f.base_repo.join(&p.location)).unwrap()
+        );
+    }
+    drop(resolved);
+    drop(dnf);
+
+    // A mirror serving a tampered package (repodata intact) is caught.
+    let tampered = f.root.join("tampered");
+    let _ = fs::remove_dir_all(&tampered);
+    copy_tree(&f.base_repo, &tampered);
+    let victim = tampered.join("greeting-data-2.0-1.noarch.rpm");
+    let mut bytes = fs::read(&victim).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    fs::write(&victim, bytes).unwrap();
+    let url = serve_dir(tampered);
+    let repo = strata_dnf::RepoConfig::new("remote", format!("{url}/")).with_gpgkey(&f.trusted_key);
+    let mut dnf = Dnf::new(f.options("remote-tampered"), vec![repo]).unwrap();
+    let mut resolved = dnf.depsolve(&DepsolveRequest::install(["hello"])).unwrap();
+    let err = resolved.download().unwrap_err();
+    eprintln!("tampered download error: {err}");
+    assert!(err.to_string().contains("greeting-data"), "{err}");
+}
+
+#[test]
+fn local_rpm_can_downgrade_an_installed_package() {
+    require_root();
+    let f = fixture();
+    let opts = f.options("downgrade");
+    let root = opts.install_root.clone();
+    let mut dnf = Dnf::new(opts, vec![f.base()]).unwrap();
+    dnf.install(&DepsolveRequest::install(["greeting-data"]))
+        .unwrap();
+    let mut local = LocalRpmOptions::default();
+    local.gpgkeys = vec![f.trusted_key.clone()];
+    let report = dnf
+        .install_local_rpms(&[&f.local_greeting_1], &local)
+        .unwrap();
+    assert_eq!(report.removed, ["greeting-data-2.0-1.noarch"]);
+    assert_eq!(rpm_qa(&root), ["greeting-data-1.0-1.noarch"]);
+    assert_eq!(
+        fs::read_to_string(root.join("usr/share/greeting/data.txt")).unwrap(),
+        "v1\n"
+    );
 }

@@ -1,0 +1,111 @@
+//! Process-level behaviour: two contexts in one process are serialised by
+//! the process-wide lock, and installs run in parallel in child processes
+//! (the test binary re-executes itself as the child, as the CLI will).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{fixture, require_root, rpm_qa};
+use strata_dnf::job::{run_in_child, serve_child, InstallJob};
+use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Error};
+
+/// The child side; a no-op unless started by `child_command`.
+#[test]
+fn child_entry() {
+    if std::env::var_os("STRATA_DNF_TEST_CHILD").is_none() {
+        return;
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let n = args.len();
+    let ok =
+        serve_child(Path::new(&args[n - 2]), Path::new(&args[n - 1])).expect("serving the job");
+    std::process::exit(if ok { 0 } else { 1 });
+}
+
+fn child_command() -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env("STRATA_DNF_TEST_CHILD", "1");
+    cmd
+}
+
+#[test]
+fn contexts_in_one_process_are_serialized() {
+    let f = fixture();
+    let first = Dnf::new(f.options("serial-a"), vec![f.base()]).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let opts = f.options("serial-b");
+    let base = f.base();
+    let second = thread::spawn(move || {
+        let dnf = Dnf::new(opts, vec![base]).unwrap();
+        tx.send(Instant::now()).unwrap();
+        drop(dnf);
+    });
+    thread::sleep(Duration::from_millis(500));
+    assert!(
+        rx.try_recv().is_err(),
+        "a second context was created while the first was alive"
+    );
+    let dropped_at = Instant::now();
+    drop(first);
+    let created_at = rx.recv().unwrap();
+    assert!(created_at >= dropped_at);
+    second.join().unwrap();
+}
+
+#[test]
+fn parallel_installs_in_child_processes_share_one_cache() {
+    require_root();
+    let f = fixture();
+    let (root_a, cache) = f.scratch("child-a");
+    let (root_b, _) = f.scratch("child-b");
+    let job = |root: &Path, pkgs: &[&str]| {
+        InstallJob::new(
+            DnfOptions::new(root, &cache, "8"),
+            vec![f.base()],
+            DepsolveRequest::install(pkgs.iter().copied()),
+        )
+    };
+    let jobs = [job(&root_a, &["hello"]), job(&root_b, &["greeting-data"])];
+    let start = Instant::now();
+    let handles: Vec<_> = jobs
+        .into_iter()
+        .map(|j| thread::spawn(move || run_in_child(child_command(), &j)))
+        .collect();
+    let reports: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap().unwrap())
+        .collect();
+    eprintln!("two parallel child installs: {:?}", start.elapsed());
+    assert_eq!(reports[0].packages.len(), 4);
+    assert_eq!(
+        rpm_qa(&root_a),
+        [
+            "busybox-sh-1.35-1.x86_64",
+            "filesystem-1.0-1.noarch",
+            "greeting-data-2.0-1.noarch",
+            "hello-1.0-1.x86_64"
+        ]
+    );
+    assert_eq!(rpm_qa(&root_b), ["greeting-data-2.0-1.noarch"]);
+    assert_eq!(
+        std::fs::read_to_string(root_a.join("var/lib/hello/post-ran")).unwrap(),
+        "hello post 1\n"
+    );
+
+    // A failing child reports libdnf's error text back to the parent.
+    let (root_c, _) = f.scratch("child-c");
+    let err = run_in_child(child_command(), &job(&root_c, &["no-such-package"])).unwrap_err();
+    match &err {
+        Error::Child { message, .. } => assert!(
+            message.contains("no package matches 'no-such-package'"),
+            "{message}"
+        ),
+        other => panic!("expected a child error, got {other:?}"),
+    }
+}
