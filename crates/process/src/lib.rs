@@ -39,7 +39,10 @@ const TOOL_PACKAGES: &[(&str, &str)] = &[
     ("mmd", "mtools"),
     ("sfdisk", "fdisk"),
     ("qemu-img", "qemu-utils"),
-    ("qemu-system-x86_64", "qemu-system-x86 (from bookworm-backports)"),
+    (
+        "qemu-system-x86_64",
+        "qemu-system-x86 (from bookworm-backports)",
+    ),
     ("depmod", "kmod"),
     ("modinfo", "kmod"),
     ("dpkg-deb", "dpkg"),
@@ -194,7 +197,10 @@ mod tests {
     fn failure_carries_command_and_stderr_tail() {
         let err = run(Command::new("sh").args(["-c", "echo boom >&2; exit 3"])).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("`sh -c 'echo boom >&2; exit 3'` failed"), "{msg}");
+        assert!(
+            msg.contains("`sh -c 'echo boom >&2; exit 3'` failed"),
+            "{msg}"
+        );
         assert!(msg.ends_with(": boom"), "{msg}");
     }
 
