@@ -381,18 +381,26 @@ impl Sack<'_> {
             // sack copies the set's bitmap in add_excludes.
             unsafe {
                 let q = sys::hy_query_create(self.ptr);
-                sys::hy_query_filter(
+                let rc_name = sys::hy_query_filter(
                     q,
                     sys::HY_PKG_NAME as c_int,
                     sys::HY_GLOB as c_int,
                     c.as_ptr(),
                 );
-                sys::hy_query_filter(
+                let rc_repo = sys::hy_query_filter(
                     q,
                     sys::HY_PKG_REPONAME as c_int,
                     sys::HY_NEQ as c_int,
                     sys::HY_SYSTEM_REPO_NAME.as_ptr().cast(),
                 );
+                if rc_name != 0 || rc_repo != 0 {
+                    sys::hy_query_free(q);
+                    return Err(Error::Libdnf {
+                        op: format!("excluding {pat}"),
+                        code: Some(rc_name.max(rc_repo)),
+                        message: "libdnf rejected the exclude query".into(),
+                    });
+                }
                 let set = sys::hy_query_run_set(q);
                 sys::hy_query_free(q);
                 if !set.is_null() {
@@ -722,7 +730,11 @@ impl Keyring {
 
     /// Adds an ASCII-armored public key file.
     pub(crate) fn add_key_file(&self, path: &Path) -> Result<(), Error> {
-        let c = path_cstring(path, "gpg key path")?;
+        // libdnf silently skips symlinks here, which would leave the keyring
+        // empty and fail every package with a confusing message.
+        let real = std::fs::canonicalize(path)
+            .map_err(|e| Error::io(format!("resolving gpg key {}", path.display()), e))?;
+        let c = path_cstring(&real, "gpg key path")?;
         // SAFETY: valid keyring and path.
         gcall(|e| unsafe { sys::dnf_keyring_add_public_key(self.ptr.as_ptr(), c.as_ptr(), e) })
             .map_err(|e| e.into_error(&format!("importing gpg key {}", path.display())))

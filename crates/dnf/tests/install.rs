@@ -335,3 +335,18 @@ fn local_rpm_can_downgrade_an_installed_package() {
         "v1\n"
     );
 }
+
+#[test]
+fn symlinked_repo_key_is_followed() {
+    let f = fixture();
+    let link = f.root.join("keys/RPM-GPG-KEY-link");
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(&f.trusted_key, &link).unwrap();
+    let repo = strata_dnf::RepoConfig::new("base", format!("file://{}", f.base_repo.display()))
+        .with_gpgkey(&link);
+    let mut dnf = Dnf::new(f.options("key-symlink"), vec![repo]).unwrap();
+    let mut resolved = dnf
+        .depsolve(&DepsolveRequest::install(["greeting-data"]))
+        .unwrap();
+    resolved.download().unwrap();
+}
