@@ -74,6 +74,24 @@ fn depsolve_reports_full_package_metadata() {
 }
 
 #[test]
+fn exact_nevra_requests_pin_versions_as_a_lockfile_would() {
+    let f = fixture();
+    let mut dnf = Dnf::new(f.options("nevra"), vec![f.base()]).unwrap();
+    let resolved = dnf
+        .depsolve(&DepsolveRequest::install([
+            "hello-0.9-1.x86_64",
+            "greeting-data-2.0-1.noarch",
+        ]))
+        .unwrap();
+    let hello = resolved
+        .packages()
+        .iter()
+        .find(|p| p.name == "hello")
+        .unwrap();
+    assert_eq!(hello.nevra, "hello-0.9-1.x86_64");
+}
+
+#[test]
 fn weak_dependencies_can_be_enabled() {
     let f = fixture();
     let mut opts = f.options("weak-deps");
