@@ -115,7 +115,8 @@ fn metadata(spec: &CommitSpec<'_>) -> glib::Variant {
 }
 
 /// The string metadata `key` of `commit`, if set.
-pub fn commit_meta_string(repo: &ostree::Repo, commit: &str, key: &str) -> Result<Option<String>> {
+#[cfg(test)]
+fn commit_meta_string(repo: &ostree::Repo, commit: &str, key: &str) -> Result<Option<String>> {
     let v = repo
         .load_variant(ostree::ObjectType::Commit, commit)
         .with_context(|| format!("loading commit {commit}"))?;

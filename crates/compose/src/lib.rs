@@ -1,4 +1,701 @@
-//! Composes a base OS image from a base manifest.
+//! Composes a base OS image from a base manifest: RHEL-only packages ->
+//! root filesystem -> ostree commit -> base image.
+//!
+//! The flow of [`compose`]: load the manifest, resolve its packages against
+//! the repos the policy allows (others are invisible to the solver), enforce
+//! the policy on every resolved package, hash the inputs and stop if the
+//! previous build had the same hash, otherwise install into a staging root
+//! inside the workdir, generate the initramfs, apply postprocessing and the
+//! ostree conventions, commit, and record the build. Nothing in the workdir
+//! changes until the commit is written and the build recorded.
+//!
+//! Modules:
+//! - `tree`: the ostree conventions applied to the installed root.
+//! - `passwd`: accounts split between /etc and /usr/lib, stable ids.
+//! - `policy`: the RHEL-only input policy (repos and signing keys).
+//! - `commit`: writing the ostree commit with its metadata.
+//! - `lockfile`: the exact package set, written and consumed.
+//! - `sandbox`: running the initramfs generator and scripts in the tree.
+
 mod commit;
+mod lockfile;
 mod passwd;
+mod policy;
+mod sandbox;
 mod tree;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
+use strata_manifest::{BaseManifest, KeyRef, UtcDateTime, Vars};
+use strata_workdir::{BuildEntry, Workdir};
+
+pub use lockfile::{LockedPackage, Lockfile, FILE_NAME as LOCKFILE_NAME};
+pub use passwd::Accounts;
+pub use policy::{OnlyInDisallowedRepo, PolicyError, Rule, Violation};
+
+/// Bumped when the composed tree would differ for the same inputs.
+const COMPOSE_FORMAT: &str = "strata-compose-1";
+
+/// What to compose.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ComposeOptions {
+    pub manifest: PathBuf,
+    pub workdir: PathBuf,
+    pub vars: Vars,
+    /// Compose exactly the packages of this lockfile.
+    pub lockfile: Option<PathBuf>,
+    /// Times in the output; default: the newest build time of the packages.
+    pub source_date_epoch: Option<u64>,
+}
+
+impl ComposeOptions {
+    pub fn new(manifest: impl Into<PathBuf>, workdir: impl Into<PathBuf>) -> Self {
+        Self {
+            manifest: manifest.into(),
+            workdir: workdir.into(),
+            vars: Vars::new(),
+            lockfile: None,
+            source_date_epoch: std::env::var("SOURCE_DATE_EPOCH")
+                .ok()
+                .and_then(|s| s.parse().ok()),
+        }
+    }
+
+    pub fn vars(mut self, vars: Vars) -> Self {
+        self.vars = vars;
+        self
+    }
+
+    pub fn lockfile(mut self, path: Option<PathBuf>) -> Self {
+        self.lockfile = path;
+        self
+    }
+
+    pub fn source_date_epoch(mut self, t: Option<u64>) -> Self {
+        self.source_date_epoch = t;
+        self
+    }
+}
+
+/// What a compose produced (or found already built).
+#[derive(Debug, Clone, Serialize)]
+pub struct ComposeResult {
+    /// False when the inputs matched the previous build and nothing was done.
+    pub changed: bool,
+    pub stream: String,
+    pub version: String,
+    pub ostree_commit: String,
+    pub inputhash: String,
+    /// The ref in `W/repo` pointing at the commit.
+    pub ostree_ref: String,
+    pub build_dir: PathBuf,
+    pub lockfile: PathBuf,
+    pub packages: usize,
+}
+
+/// Per-build record (`meta.json`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct BuildMeta {
+    pub build_id: String,
+    pub stream: String,
+    pub version: String,
+    pub inputhash: String,
+    pub ostree_commit: String,
+    pub ostree_ref: String,
+    pub source_date_epoch: u64,
+    pub kernel: String,
+    pub packages: Vec<String>,
+    pub package_diff: PackageDiff,
+    pub manifest: PathBuf,
+}
+
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct PackageDiff {
+    pub previous: Option<String>,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+}
+
+/// Composes the base manifest into the workdir.
+pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
+    let wd = Workdir::open(&opts.workdir)?;
+    let _lock = wd.lock()?;
+    let loaded = BaseManifest::load(&opts.manifest, &opts.vars)?;
+    let manifest = &loaded.manifest;
+    let stream = manifest.name.clone();
+    let ostree_ref = format!("strata/base/{stream}");
+
+    let (allowed, disallowed): (Vec<_>, Vec<_>) = manifest
+        .repos
+        .iter()
+        .filter(|r| r.enabled)
+        .partition(|r| manifest.inputs.allows_repo(&r.id));
+    if allowed.is_empty() {
+        bail!(
+            "no repo of {} is allowed by inputs.repos",
+            opts.manifest.display()
+        );
+    }
+    let policy = load_policy(manifest, &allowed)?;
+
+    let staging = wd.staging("compose")?;
+    let root = staging.path().join("root");
+    std::fs::create_dir_all(&root)?;
+    let mut dnf_opts = DnfOptions::new(&root, wd.cache().join("dnf"), &manifest.releasever);
+    dnf_opts.nodocs = !manifest.documentation;
+    dnf_opts.install_weak_deps = manifest.recommends;
+    let mut dnf = Dnf::new(dnf_opts, allowed.iter().map(|r| repo_config(r)).collect())?;
+
+    let locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
+    let mut request = DepsolveRequest::install(match &locked {
+        Some(l) => l.specs(),
+        None => manifest
+            .packages
+            .iter()
+            .flat_map(|p| p.split_whitespace().map(str::to_string))
+            .collect(),
+    });
+    request.excludes = manifest.exclude_packages.clone();
+    // A probe first: on a missing package the context must be released
+    // before another can look into the disallowed repos (libdnf allows one
+    // context per process), which a live `Resolved` would prevent.
+    match dnf.depsolve(&request).map(|_| ()) {
+        Ok(()) => {}
+        Err(strata_dnf::Error::PackageNotFound { name, repos }) => {
+            drop(dnf);
+            return Err(explain_missing(
+                &name,
+                &repos,
+                &disallowed,
+                manifest,
+                &wd,
+                locked.is_some(),
+            ));
+        }
+        Err(e) => return Err(e).context("resolving the manifest's packages"),
+    }
+    let mut resolved = dnf
+        .depsolve(&request)
+        .context("resolving the manifest's packages")?;
+    let mut packages: Vec<Package> = resolved.packages().to_vec();
+    packages.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(l) = &locked {
+        check_against_lockfile(l, &packages)?;
+    }
+    resolved.download().context("downloading packages")?;
+    let packages: Vec<Package> = {
+        let mut p = resolved.packages().to_vec();
+        p.sort_by(|a, b| a.name.cmp(&b.name));
+        p
+    };
+    policy
+        .check(
+            &packages
+                .iter()
+                .map(|p| policy::Candidate {
+                    nevra: p.nevra.clone(),
+                    repo: p.repo_id.clone(),
+                    path: p.local_path.clone().unwrap_or_default(),
+                })
+                .collect::<Vec<_>>(),
+        )
+        .map_err(anyhow::Error::new)?;
+
+    let inputhash = input_hash(&loaded, &packages);
+    let previous = wd.latest(&stream)?;
+    if let Some(prev) = previous.as_ref().filter(|p| p.inputhash == inputhash) {
+        let repo = commit::open_repo(&wd.repo())?;
+        if repo.resolve_rev(&prev.ostree_commit, true)?.is_some() {
+            tracing::info!("inputs unchanged since {}: nothing to do", prev.version);
+            let build_dir = wd.build_dir(&stream, &prev.version);
+            return Ok(ComposeResult {
+                changed: false,
+                stream,
+                version: prev.version.clone(),
+                ostree_commit: prev.ostree_commit.clone(),
+                inputhash,
+                ostree_ref,
+                lockfile: build_dir.join(LOCKFILE_NAME),
+                build_dir,
+                packages: packages.len(),
+            });
+        }
+    }
+
+    let sde = opts
+        .source_date_epoch
+        .unwrap_or_else(|| packages.iter().map(|p| p.build_time).max().unwrap_or(0));
+    let date = UtcDateTime::from_unix_seconds(sde as i64);
+    let prefix = manifest.version_prefix.render(&date);
+    let version = format!("{prefix}-{}", wd.next_serial(&stream, &prefix)?);
+    tracing::info!("composing {stream} {version} ({} packages)", packages.len());
+
+    let previous_accounts = previous
+        .as_ref()
+        .and_then(|p| read_accounts(&wd, &stream, &p.version));
+    prepare_root(&root, previous_accounts.as_ref())?;
+    resolved.install().context("installing packages")?;
+
+    let kernel = tree::find_kernel(&root)?;
+    let mut generator = vec![format!("/usr/bin/{}", manifest.initramfs.generator)];
+    generator.extend(manifest.initramfs.args.iter().cloned());
+    generator.extend([
+        "--kver".to_string(),
+        kernel.kver.clone(),
+        "-f".to_string(),
+        format!("/usr/lib/modules/{}/initramfs.img", kernel.kver),
+    ]);
+    sandbox::run_in_tree(&root, sde, &generator).with_context(|| {
+        format!(
+            "generating the initramfs with {}",
+            manifest.initramfs.generator
+        )
+    })?;
+
+    apply_manifest_files(manifest, &root)?;
+    for (i, script) in manifest.postprocess.iter().enumerate() {
+        sandbox::run_script(&root, sde, i, script)?;
+    }
+    enable_units(&root, &manifest.units)?;
+    let accounts = passwd::split(&root)?;
+    mutate_os_release(&root, &version)?;
+    tree::apply(&root)?;
+
+    let pkg_entries: Vec<commit::PkgEntry> = packages
+        .iter()
+        .map(|p| commit::PkgEntry {
+            name: p.name.clone(),
+            epoch: p.epoch,
+            version: p.version.clone(),
+            release: p.release.clone(),
+            arch: p.arch.clone(),
+        })
+        .collect();
+    let repo = commit::open_repo(&wd.repo())?;
+    let checksum = commit::commit(
+        &repo,
+        &commit::CommitSpec {
+            tree: &root,
+            branch: &ostree_ref,
+            version: &version,
+            kver: &kernel.kver,
+            inputhash: &inputhash,
+            packages: &pkg_entries,
+            timestamp: sde,
+        },
+    )?;
+    tracing::info!("committed {checksum}");
+
+    let lock = lockfile_for(&packages, &allowed);
+    let nevras: Vec<String> = packages.iter().map(|p| p.nevra.clone()).collect();
+    let package_diff = match &previous {
+        Some(prev) => diff_packages(&wd, prev, &packages),
+        None => PackageDiff::default(),
+    };
+    let meta = BuildMeta {
+        build_id: format!("{stream}/{version}"),
+        stream: stream.clone(),
+        version: version.clone(),
+        inputhash: inputhash.clone(),
+        ostree_commit: checksum.clone(),
+        ostree_ref: ostree_ref.clone(),
+        source_date_epoch: sde,
+        kernel: kernel.kver.clone(),
+        packages: nevras,
+        package_diff,
+        manifest: opts.manifest.clone(),
+    };
+    let entry = BuildEntry {
+        stream: stream.clone(),
+        version: version.clone(),
+        id: meta.build_id.clone(),
+        inputhash: inputhash.clone(),
+        ostree_commit: checksum.clone(),
+        image_digest: None,
+        image_tag: None,
+    };
+    wd.record(
+        &entry,
+        &[
+            ("meta.json", pretty(&meta)),
+            (LOCKFILE_NAME, lock.to_json()),
+            ("accounts.json", pretty(&accounts)),
+        ],
+    )?;
+    let build_dir = wd.build_dir(&stream, &version);
+    Ok(ComposeResult {
+        changed: true,
+        stream,
+        version,
+        ostree_commit: checksum,
+        inputhash,
+        ostree_ref,
+        lockfile: build_dir.join(LOCKFILE_NAME),
+        build_dir,
+        packages: packages.len(),
+    })
+}
+
+fn pretty<T: Serialize>(v: &T) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(v).expect("serializes");
+    out.push(b'\n');
+    out
+}
+
+fn repo_config(r: &strata_manifest::Repo) -> RepoConfig {
+    let mut c = RepoConfig::default();
+    c.id = r.id.clone();
+    c.name = r.name.clone();
+    c.baseurls = r.baseurl.clone();
+    c.gpgkeys = r.gpgkey.iter().map(PathBuf::from).collect();
+    c.gpgcheck = r.gpgcheck;
+    c.enabled = true;
+    c
+}
+
+fn load_policy(
+    manifest: &BaseManifest,
+    allowed: &[&strata_manifest::Repo],
+) -> Result<policy::Policy> {
+    let mut fingerprints = Vec::new();
+    let mut policy_files = Vec::new();
+    for k in &manifest.inputs.keys {
+        match k {
+            KeyRef::Fingerprint(f) => fingerprints.push(f.as_str().to_string()),
+            KeyRef::File(p) => policy_files.push(p.clone()),
+            KeyRef::Url(u) => policy_files.push(policy::key_path(u)?),
+        }
+    }
+    let key_files = allowed
+        .iter()
+        .flat_map(|r| r.gpgkey.iter())
+        .map(|k| policy::key_path(k))
+        .collect::<Result<Vec<_>>>()?;
+    policy::Policy::load(
+        allowed.iter().map(|r| r.id.clone()).collect(),
+        &fingerprints,
+        &key_files,
+        &policy_files,
+    )
+}
+
+/// A package the allowed repos lack: say whether a disallowed repo has it.
+fn explain_missing(
+    name: &str,
+    searched: &[String],
+    disallowed: &[&strata_manifest::Repo],
+    manifest: &BaseManifest,
+    wd: &Workdir,
+    from_lockfile: bool,
+) -> anyhow::Error {
+    let lookup = || -> Result<Option<(String, String)>> {
+        if disallowed.is_empty() {
+            return Ok(None);
+        }
+        let scratch = wd.staging("lookup")?;
+        let opts = DnfOptions::new(scratch.path(), wd.cache().join("dnf"), &manifest.releasever);
+        let mut dnf = Dnf::new(opts, disallowed.iter().map(|r| repo_config(r)).collect())?;
+        let request = DepsolveRequest::install([name.to_string()]);
+        let found = match dnf.depsolve(&request) {
+            Ok(r) => r
+                .packages()
+                .iter()
+                .find(|p| p.name == name || p.nevra.starts_with(name))
+                .map(|p| (p.nevra.clone(), p.repo_id.clone())),
+            Err(_) => None,
+        };
+        Ok(found)
+    };
+    match lookup() {
+        Ok(Some((nevra, repo))) => anyhow::Error::new(OnlyInDisallowedRepo {
+            name: name.to_string(),
+            nevra,
+            repo,
+        }),
+        _ if from_lockfile => anyhow::anyhow!(
+            "locked package {name} is not available from the allowed repos [{}]",
+            searched.join(", ")
+        ),
+        _ => anyhow::anyhow!(
+            "package {name} is not available from the allowed repos [{}]",
+            searched.join(", ")
+        ),
+    }
+}
+
+fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<()> {
+    let extra: Vec<&str> = packages
+        .iter()
+        .filter(|p| !lock.packages.contains_key(&p.name))
+        .map(|p| p.nevra.as_str())
+        .collect();
+    if !extra.is_empty() {
+        bail!(
+            "the locked packages need packages the lockfile does not list: {}",
+            extra.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// sha256 over the flattened manifest, every file it read, every resolved
+/// package's checksum, and the compose format.
+fn input_hash(loaded: &strata_manifest::Loaded<BaseManifest>, packages: &[Package]) -> String {
+    let mut h = Sha256::new();
+    h.update(COMPOSE_FORMAT.as_bytes());
+    h.update(loaded.manifest.to_canonical_json().as_bytes());
+    let mut files: Vec<_> = loaded
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.sha256.clone()))
+        .collect();
+    files.sort();
+    for (path, sha) in files {
+        h.update(path.as_os_str().as_encoded_bytes());
+        h.update(sha.as_bytes());
+    }
+    for p in packages {
+        h.update(p.nevra.as_bytes());
+        if let Some(c) = &p.checksum {
+            h.update(c.kind.as_bytes());
+            h.update(c.hex.as_bytes());
+        }
+    }
+    hex::encode(h.finalize())
+}
+
+fn lockfile_for(packages: &[Package], repos: &[&strata_manifest::Repo]) -> Lockfile {
+    Lockfile {
+        packages: packages
+            .iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    LockedPackage {
+                        evra: format!("{}.{}", p.evr(), p.arch),
+                        digest: p
+                            .checksum
+                            .as_ref()
+                            .map(|c| format!("{}:{}", c.kind, c.hex))
+                            .unwrap_or_default(),
+                        repo: p.repo_id.clone(),
+                    },
+                )
+            })
+            .collect(),
+        repos: repos
+            .iter()
+            .map(|r| {
+                let baseurl = r.baseurl.first().cloned().unwrap_or_default();
+                (
+                    r.id.clone(),
+                    lockfile::LockedRepo {
+                        repomd: lockfile::repomd_digest(&baseurl),
+                        baseurl,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+fn read_accounts(wd: &Workdir, stream: &str, version: &str) -> Option<Accounts> {
+    let text = std::fs::read(wd.build_dir(stream, version).join("accounts.json")).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Device nodes scriptlets write to, and the previous build's accounts.
+fn prepare_root(root: &Path, previous: Option<&Accounts>) -> Result<()> {
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev)?;
+    for (name, minor) in [("null", "3"), ("zero", "5"), ("urandom", "9")] {
+        strata_process::run(
+            std::process::Command::new("mknod")
+                .arg(dev.join(name))
+                .args(["-m", "666", "c", "1", minor]),
+        )
+        .context("creating device nodes in the install root (compose runs as root)")?;
+    }
+    if let Some(acc) = previous {
+        passwd::seed(root, acc)?;
+    }
+    Ok(())
+}
+
+fn apply_manifest_files(manifest: &BaseManifest, root: &Path) -> Result<()> {
+    for f in &manifest.add_files {
+        let dest = root.join(f.dest.trim_start_matches('/'));
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(&f.src, &dest)
+            .with_context(|| format!("add-files: copying {} to {}", f.src.display(), f.dest))?;
+        if let Some(mode) = f.mode {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode))?;
+        }
+    }
+    for pattern in &manifest.remove_files {
+        remove_glob(root, pattern)?;
+    }
+    Ok(())
+}
+
+/// Removes paths matching `pattern` (`*` within one component).
+fn remove_glob(root: &Path, pattern: &str) -> Result<()> {
+    let mut current = vec![root.to_path_buf()];
+    for comp in pattern.trim_start_matches('/').split('/') {
+        let mut next = Vec::new();
+        for dir in &current {
+            if comp.contains('*') {
+                let Ok(rd) = std::fs::read_dir(dir) else {
+                    continue;
+                };
+                for e in rd.flatten() {
+                    if glob_match(comp, &e.file_name().to_string_lossy()) {
+                        next.push(e.path());
+                    }
+                }
+            } else {
+                let p = dir.join(comp);
+                if p.symlink_metadata().is_ok() {
+                    next.push(p);
+                }
+            }
+        }
+        current = next;
+    }
+    for p in current {
+        if p.is_dir() && !p.is_symlink() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        }
+        .with_context(|| format!("remove-files: removing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((pre, rest)) => {
+            name.starts_with(pre)
+                && (0..=name.len() - pre.len()).any(|i| glob_match(rest, &name[pre.len() + i..]))
+        }
+    }
+}
+
+/// Enables units the way `systemctl enable` would: a symlink in each
+/// target's `.wants` directory named by the unit's `WantedBy=`.
+fn enable_units(root: &Path, units: &[String]) -> Result<()> {
+    for unit in units {
+        let file = ["usr/lib/systemd/system", "etc/systemd/system"]
+            .iter()
+            .map(|d| root.join(d).join(unit))
+            .find(|p| p.exists())
+            .with_context(|| format!("units: {unit} is not installed by any package"))?;
+        let text = std::fs::read_to_string(&file)?;
+        let mut wanted_by: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("WantedBy="))
+            .flat_map(|v| v.split_whitespace().map(str::to_string))
+            .collect();
+        if wanted_by.is_empty() {
+            wanted_by.push("multi-user.target".into());
+        }
+        for target in wanted_by {
+            let wants = root
+                .join("etc/systemd/system")
+                .join(format!("{target}.wants"));
+            std::fs::create_dir_all(&wants)?;
+            let link = wants.join(unit);
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(format!("/usr/lib/systemd/system/{unit}"), &link)
+                .with_context(|| format!("enabling {unit}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds `OSTREE_VERSION` to os-release (the file in /usr/lib, which
+/// /etc/os-release points at).
+fn mutate_os_release(root: &Path, version: &str) -> Result<()> {
+    let path = ["usr/lib/os-release", "etc/os-release"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.is_file() && !p.is_symlink())
+        .context("the tree has no os-release (is redhat-release in the package list?)")?;
+    let text = std::fs::read_to_string(&path)?;
+    let mut out: String = text
+        .lines()
+        .filter(|l| !l.starts_with("OSTREE_VERSION="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    out.push_str(&format!("OSTREE_VERSION='{version}'\n"));
+    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))
+}
+
+fn diff_packages(wd: &Workdir, prev: &BuildEntry, packages: &[Package]) -> PackageDiff {
+    let Ok(bytes) = std::fs::read(wd.build_dir(&prev.stream, &prev.version).join("meta.json"))
+    else {
+        return PackageDiff::default();
+    };
+    let Ok(meta) = serde_json::from_slice::<BuildMeta>(&bytes) else {
+        return PackageDiff::default();
+    };
+    let name_of =
+        |nevra: &str| -> String { nevra.rsplitn(3, '-').nth(2).unwrap_or(nevra).to_string() };
+    let old: BTreeMap<String, String> = meta
+        .packages
+        .iter()
+        .map(|n| (name_of(n), n.clone()))
+        .collect();
+    let new: BTreeMap<String, String> = packages
+        .iter()
+        .map(|p| (p.name.clone(), p.nevra.clone()))
+        .collect();
+    PackageDiff {
+        previous: Some(prev.version.clone()),
+        added: new
+            .iter()
+            .filter(|(k, _)| !old.contains_key(*k))
+            .map(|(_, v)| v.clone())
+            .collect(),
+        removed: old
+            .iter()
+            .filter(|(k, _)| !new.contains_key(*k))
+            .map(|(_, v)| v.clone())
+            .collect(),
+        changed: new
+            .iter()
+            .filter(|(k, v)| old.get(*k).is_some_and(|o| o != *v))
+            .map(|(k, v)| format!("{} -> {v}", old[k]))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_within_a_component() {
+        for (p, n, want) in [
+            ("*.conf", "a.conf", true),
+            ("*.conf", "a.conf.bak", false),
+            ("lib*so*", "libfoo.so.1", true),
+            ("exact", "exact", true),
+            ("exact", "exactly", false),
+        ] {
+            assert_eq!(glob_match(p, n), want, "{p} {n}");
+        }
+    }
+}

@@ -128,6 +128,11 @@ fn var_to_tmpfiles(root: &Path) -> Result<()> {
         let names = passwd_names(root)?;
         collect_var(root, &var, &names, &mut lines)?;
     }
+    // rpm tools that still look in /var/lib/rpm find the database in /usr.
+    lines.insert(
+        "/var/lib/rpm".to_string(),
+        "L /var/lib/rpm - - - - ../../usr/share/rpm".to_string(),
+    );
     // The symlinks created below point into these.
     for dir in ["home", "roothome", "opt", "srv", "mnt", "usrlocal"] {
         let mode = if dir == "roothome" { "0700" } else { "0755" };
@@ -406,6 +411,7 @@ mod tests {
         );
         assert!(!tmpfiles.contains("/var/run"), "{tmpfiles}");
         assert!(tmpfiles.contains("d /var/roothome 0700 root root - -"));
+        assert!(tmpfiles.contains("L /var/lib/rpm - - - - ../../usr/share/rpm"));
         assert_eq!(
             fs::read(r.join("usr/share/factory/var/log/state")).unwrap(),
             b"hello"

@@ -244,6 +244,39 @@ impl Fixture {
         self.root.join(rel)
     }
 
+    /// Writes an extra repository at `dir` holding `packages`, signed as
+    /// `signing` says: for tests of policies and updates that need packages
+    /// the fixture does not carry (unsigned, wrongly signed, rebuilt).
+    pub fn build_repo(dir: &Path, packages: &[spec::PkgSpec], signing: Signing) -> Result<()> {
+        let key = match signing {
+            Signing::Release => Some(release_key()?),
+            Signing::Epel => Some(epel_key()?),
+            Signing::Unsigned => None,
+        };
+        let signer = key
+            .map(|k| rpm::signature::pgp::Signer::from_asc(&k.secret_asc))
+            .transpose()?;
+        let staging = tempfile::tempdir()?;
+        let pool = repo::build_pool(
+            staging.path(),
+            &packages
+                .iter()
+                .map(|p| (p, signer.as_ref()))
+                .collect::<Vec<_>>(),
+        )?;
+        let files: Vec<(PathBuf, String)> = packages
+            .iter()
+            .map(|p| {
+                (
+                    pool[&repo::pool_key(p, signer.as_ref())].clone(),
+                    p.file_name(),
+                )
+            })
+            .collect();
+        let revision = packages.iter().map(|p| p.build_time).max().unwrap_or(0);
+        repo::write_repo(dir, &files, revision)
+    }
+
     /// The `.repo` file for the RHEL repos of `snapshot`.
     pub fn rhel_repo_file(&self, snapshot: &str) -> PathBuf {
         self.root.join(format!("repos/rhel-8.6-{snapshot}.repo"))
@@ -275,6 +308,28 @@ fn is_static_elf(elf: &[u8]) -> bool {
     })
 }
 
+/// How [`Fixture::build_repo`] signs packages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signing {
+    Release,
+    Epel,
+    Unsigned,
+}
+
+fn release_key() -> Result<FixtureKey> {
+    FixtureKey::derive(
+        "strata fixture RHEL release key",
+        "strata fixture RHEL release key <release@fixture.strata.invalid>",
+    )
+}
+
+fn epel_key() -> Result<FixtureKey> {
+    FixtureKey::derive(
+        "strata fixture EPEL key",
+        "strata fixture EPEL key <epel@fixture.strata.invalid>",
+    )
+}
+
 fn cache_key(deb: &Path, busybox: &[u8], grub_version: &str, scale: usize) -> Result<String> {
     let mut h = Sha256::new();
     h.update(FORMAT.to_le_bytes());
@@ -298,14 +353,8 @@ fn build(
     cache_key: String,
     scale: usize,
 ) -> Result<FixtureInfo> {
-    let release_key = FixtureKey::derive(
-        "strata fixture RHEL release key",
-        "strata fixture RHEL release key <release@fixture.strata.invalid>",
-    )?;
-    let epel_key = FixtureKey::derive(
-        "strata fixture EPEL key",
-        "strata fixture EPEL key <epel@fixture.strata.invalid>",
-    )?;
+    let release_key = release_key()?;
+    let epel_key = epel_key()?;
     let kernel = kernel::Kernel::unpack(deb)?;
     let kvers = vec![distro::kver(KERNEL_RELEASE), distro::kver(KERNEL_RELEASE_Z)];
     let ingredients = distro::Ingredients {

@@ -1,0 +1,254 @@
+//! Enforces the RHEL-only input policy on a resolved package set.
+//!
+//! Two rules, checked by strata itself, independently of libdnf's gpgcheck:
+//! every package comes from a repo that `inputs.repos` allows, and carries
+//! a signature that verifies with a key that `inputs.keys` allows. Any
+//! breach fails the build with every offending NEVRA, its repo and the rule
+//! it broke. Keys are read from the repos' `gpgkey` files and from key
+//! files the policy names; a fingerprint the policy lists but no file holds
+//! is an error too (nothing could verify against it).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rayon::prelude::*;
+
+/// A public key the policy allows.
+#[derive(Debug, Clone)]
+pub struct AllowedKey {
+    /// Upper-case hex.
+    pub fingerprint: String,
+    /// The armored file it came from (possibly holding other keys too).
+    pub file: PathBuf,
+    armored: Vec<u8>,
+}
+
+/// The policy, with its keys loaded.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub repos: Vec<String>,
+    pub keys: Vec<AllowedKey>,
+}
+
+/// One package to check.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub nevra: String,
+    pub repo: String,
+    pub path: PathBuf,
+}
+
+/// Which rule a package broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    /// Its repo is not in `inputs.repos`.
+    RepoNotAllowed,
+    /// It carries no OpenPGP signature.
+    Unsigned,
+    /// Signed, but by a key `inputs.keys` does not list.
+    KeyNotAllowed { signer: String },
+    /// Signed by an allowed key, but the signature does not verify.
+    BadSignature { detail: String },
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rule::RepoNotAllowed => write!(f, "its repo is not in inputs.repos"),
+            Rule::Unsigned => write!(f, "it is not signed (inputs.keys requires a signature)"),
+            Rule::KeyNotAllowed { signer } => {
+                write!(
+                    f,
+                    "it is signed by key {signer}, which inputs.keys does not allow"
+                )
+            }
+            Rule::BadSignature { detail } => write!(f, "its signature does not verify: {detail}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub nevra: String,
+    pub repo: String,
+    pub rule: Rule,
+}
+
+/// The packages that broke the policy; the build refuses them all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct PolicyError {
+    pub violations: Vec<Violation>,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} package(s) break the input policy:",
+            self.violations.len()
+        )?;
+        for v in &self.violations {
+            write!(f, "\n  {} from repo {}: {}", v.nevra, v.repo, v.rule)?;
+        }
+        Ok(())
+    }
+}
+
+/// A package the solver could not find among the allowed repos but that a
+/// disallowed repo offers: named with the repo and the rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("package {name} is only available from repo {repo}, which inputs.repos does not allow ({nevra})")]
+pub struct OnlyInDisallowedRepo {
+    pub name: String,
+    pub nevra: String,
+    pub repo: String,
+}
+
+impl Policy {
+    /// Loads the allowed keys: every key in `key_files` (the repos' gpgkey
+    /// files and files the policy names) whose fingerprint `fingerprints`
+    /// lists, plus every key of `policy_files` (named by the policy itself).
+    pub fn load(
+        repos: Vec<String>,
+        fingerprints: &[String],
+        key_files: &[PathBuf],
+        policy_files: &[PathBuf],
+    ) -> Result<Self> {
+        let mut keys: BTreeMap<String, AllowedKey> = BTreeMap::new();
+        let wanted: Vec<String> = fingerprints.iter().map(|f| normalize(f)).collect();
+        for (file, take_all) in key_files
+            .iter()
+            .map(|f| (f, false))
+            .chain(policy_files.iter().map(|f| (f, true)))
+        {
+            let armored = std::fs::read(file)
+                .with_context(|| format!("reading the key file {}", file.display()))?;
+            for fp in fingerprints_of(&armored)
+                .with_context(|| format!("parsing the key file {}", file.display()))?
+            {
+                if take_all || wanted.contains(&fp) {
+                    keys.entry(fp.clone()).or_insert(AllowedKey {
+                        fingerprint: fp,
+                        file: file.clone(),
+                        armored: armored.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(missing) = wanted.iter().find(|f| !keys.contains_key(*f)) {
+            anyhow::bail!(
+                "inputs.keys allows key {missing}, but no gpgkey file of the manifest's repos holds it"
+            );
+        }
+        Ok(Self {
+            repos,
+            keys: keys.into_values().collect(),
+        })
+    }
+
+    /// Checks every candidate; returns all violations at once.
+    pub fn check(&self, candidates: &[Candidate]) -> Result<(), PolicyError> {
+        let mut violations: Vec<Violation> = candidates
+            .par_iter()
+            .filter_map(|c| {
+                self.rule_broken(c).map(|rule| Violation {
+                    nevra: c.nevra.clone(),
+                    repo: c.repo.clone(),
+                    rule,
+                })
+            })
+            .collect();
+        violations.sort_by(|a, b| a.nevra.cmp(&b.nevra));
+        if violations.is_empty() {
+            Ok(())
+        } else {
+            Err(PolicyError { violations })
+        }
+    }
+
+    fn rule_broken(&self, c: &Candidate) -> Option<Rule> {
+        if !self.repos.iter().any(|r| r == &c.repo) {
+            return Some(Rule::RepoNotAllowed);
+        }
+        let pkg = match rpm::Package::open(&c.path) {
+            Ok(p) => p,
+            Err(e) => {
+                return Some(Rule::BadSignature {
+                    detail: format!("cannot read {}: {e}", c.path.display()),
+                })
+            }
+        };
+        let signers: Vec<String> = match pkg.signatures() {
+            Ok(s) => s
+                .iter()
+                .filter_map(|s| {
+                    s.fingerprint()
+                        .map(normalize)
+                        .or_else(|| s.key_id().map(normalize))
+                })
+                .collect(),
+            Err(e) => {
+                return Some(Rule::BadSignature {
+                    detail: e.to_string(),
+                })
+            }
+        };
+        let Some(first) = signers.first() else {
+            return Some(Rule::Unsigned);
+        };
+        let Some(key) = self.keys.iter().find(|k| {
+            signers
+                .iter()
+                .any(|s| k.fingerprint == *s || k.fingerprint.ends_with(s.as_str()))
+        }) else {
+            return Some(Rule::KeyNotAllowed {
+                signer: first.clone(),
+            });
+        };
+        let verifier = match rpm::signature::pgp::Verifier::from_asc_bytes(&key.armored) {
+            Ok(v) => v,
+            Err(e) => {
+                return Some(Rule::BadSignature {
+                    detail: format!("key file {}: {e}", key.file.display()),
+                })
+            }
+        };
+        match pkg.verify_signature(verifier) {
+            Ok(()) => None,
+            Err(e) => Some(Rule::BadSignature {
+                detail: e.to_string(),
+            }),
+        }
+    }
+}
+
+fn normalize(fp: &str) -> String {
+    fp.chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_uppercase()
+}
+
+/// Fingerprints of every key in an armored key file.
+pub fn fingerprints_of(armored: &[u8]) -> Result<Vec<String>> {
+    use pgp::composed::Deserializable;
+    use pgp::types::KeyDetails;
+    let (keys, _) = pgp::composed::SignedPublicKey::from_armor_many(armored)?;
+    keys.map(|k| Ok(hex::encode_upper(k?.fingerprint().as_bytes())))
+        .collect()
+}
+
+/// `file://` URLs and plain paths name local key files; others are refused.
+pub fn key_path(url_or_path: &str) -> Result<PathBuf> {
+    if let Some(p) = url_or_path.strip_prefix("file://") {
+        Ok(PathBuf::from(p))
+    } else if Path::new(url_or_path).is_absolute() {
+        Ok(PathBuf::from(url_or_path))
+    } else {
+        anyhow::bail!(
+            "gpgkey {url_or_path}: only local keys (file:// or absolute paths) are supported; download the key next to the manifest"
+        )
+    }
+}
