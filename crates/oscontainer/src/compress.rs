@@ -1,0 +1,238 @@
+//! Layer compression whose output depends only on the input bytes.
+//!
+//! gzip goes through `miniz_oxide` directly, not through `flate2`: flate2
+//! picks its deflate backend (C zlib, zlib-rs, miniz) from the Cargo features
+//! of whatever else is in the build, so the same strata source would write
+//! different layer bytes depending on which crates were compiled alongside it.
+//! The gzip header is fixed: mtime 0, no file name, OS "unknown". zstd uses the
+//! vendored libzstd of `zstd-sys` single-threaded, which is deterministic for a
+//! given level and version. Nothing here may read the clock or the
+//! environment.
+
+use std::io::{self, Write};
+
+use miniz_oxide::deflate::core::{
+    compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
+};
+use oci_spec::image::MediaType;
+
+/// How layers are compressed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum Compression {
+    /// gzip (the default; every client reads it).
+    #[default]
+    Gzip,
+    /// zstd (smaller and faster; umoci and older clients reject it).
+    Zstd,
+    /// No compression.
+    None,
+}
+
+impl Compression {
+    /// The OCI media type of a layer compressed this way.
+    pub fn media_type(self) -> MediaType {
+        match self {
+            Compression::Gzip => MediaType::ImageLayerGzip,
+            Compression::Zstd => MediaType::ImageLayerZstd,
+            Compression::None => MediaType::ImageLayer,
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "gzip" => Ok(Compression::Gzip),
+            "zstd" => Ok(Compression::Zstd),
+            "none" => Ok(Compression::None),
+            other => Err(crate::Error::InvalidOption(format!(
+                "compression {other:?}: expected gzip, zstd or none"
+            ))),
+        }
+    }
+}
+
+/// gzip level (zlib's default).
+const GZIP_LEVEL: i32 = 6;
+/// zstd level (zstd's default).
+const ZSTD_LEVEL: i32 = 3;
+
+/// A compressing writer for one layer.
+pub(crate) enum Encoder<W: Write> {
+    Gzip(GzipWriter<W>),
+    Zstd(zstd::stream::write::Encoder<'static, W>),
+    None(W),
+}
+
+impl<W: Write> Encoder<W> {
+    pub(crate) fn new(c: Compression, inner: W) -> io::Result<Self> {
+        Ok(match c {
+            Compression::Gzip => Encoder::Gzip(GzipWriter::new(inner)?),
+            Compression::Zstd => {
+                let mut e = zstd::stream::write::Encoder::new(inner, ZSTD_LEVEL)?;
+                e.include_checksum(true)?;
+                Encoder::Zstd(e)
+            }
+            Compression::None => Encoder::None(inner),
+        })
+    }
+
+    /// Ends the stream and returns the inner writer.
+    pub(crate) fn finish(self) -> io::Result<W> {
+        match self {
+            Encoder::Gzip(g) => g.finish(),
+            Encoder::Zstd(z) => z.finish(),
+            Encoder::None(w) => Ok(w),
+        }
+    }
+}
+
+impl<W: Write> Write for Encoder<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Encoder::Gzip(g) => g.write(buf),
+            Encoder::Zstd(z) => z.write(buf),
+            Encoder::None(w) => w.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Encoder::Gzip(g) => g.flush(),
+            Encoder::Zstd(z) => z.flush(),
+            Encoder::None(w) => w.flush(),
+        }
+    }
+}
+
+impl<'a> ocidir::WriteComplete<ocidir::BlobWriter<'a>> for Encoder<ocidir::BlobWriter<'a>> {
+    fn complete(self) -> io::Result<ocidir::BlobWriter<'a>> {
+        self.finish()
+    }
+}
+
+/// A gzip member with a fixed header around a raw deflate stream.
+pub(crate) struct GzipWriter<W: Write> {
+    inner: W,
+    deflate: Box<CompressorOxide>,
+    crc: crc32fast::Hasher,
+    len: u64,
+    out: Vec<u8>,
+}
+
+/// gzip header: magic, deflate, no flags, mtime 0, no extra flags, OS unknown.
+const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+
+impl<W: Write> GzipWriter<W> {
+    pub(crate) fn new(mut inner: W) -> io::Result<Self> {
+        inner.write_all(&GZIP_HEADER)?;
+        let flags = create_comp_flags_from_zip_params(GZIP_LEVEL, -15, 0);
+        Ok(Self {
+            inner,
+            deflate: Box::new(CompressorOxide::new(flags)),
+            crc: crc32fast::Hasher::new(),
+            len: 0,
+            out: vec![0; 128 * 1024],
+        })
+    }
+
+    fn run(&mut self, mut input: &[u8], flush: TDEFLFlush) -> io::Result<()> {
+        loop {
+            let (status, consumed, produced) =
+                compress(&mut self.deflate, input, &mut self.out, flush);
+            self.inner.write_all(&self.out[..produced])?;
+            input = &input[consumed..];
+            match status {
+                TDEFLStatus::Done => return Ok(()),
+                TDEFLStatus::Okay => {
+                    // Keep going while there is input left or the output
+                    // buffer was filled (more may be pending).
+                    if input.is_empty() && produced < self.out.len() && flush == TDEFLFlush::None {
+                        return Ok(());
+                    }
+                }
+                TDEFLStatus::BadParam | TDEFLStatus::PutBufFailed => {
+                    return Err(io::Error::other(format!("deflate failed: {status:?}")));
+                }
+            }
+        }
+    }
+
+    pub(crate) fn finish(mut self) -> io::Result<W> {
+        self.run(&[], TDEFLFlush::Finish)?;
+        let crc = self.crc.clone().finalize();
+        self.inner.write_all(&crc.to_le_bytes())?;
+        // ISIZE is the input length modulo 2^32.
+        self.inner.write_all(&(self.len as u32).to_le_bytes())?;
+        self.inner.flush()?;
+        Ok(self.inner)
+    }
+}
+
+impl<W: Write> Write for GzipWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.crc.update(buf);
+        self.len += buf.len() as u64;
+        self.run(buf, TDEFLFlush::None)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn sample() -> Vec<u8> {
+        // Compressible but not trivial: 3 MiB of a repeating, shifting pattern.
+        (0..3 * 1024 * 1024u32)
+            .map(|i| ((i / 7) ^ (i % 251)) as u8)
+            .collect()
+    }
+
+    #[test]
+    fn gzip_round_trips_and_is_stable() {
+        let data = sample();
+        let encode = |chunk: usize| {
+            let mut w = GzipWriter::new(Vec::new()).unwrap();
+            for c in data.chunks(chunk) {
+                w.write_all(c).unwrap();
+            }
+            w.finish().unwrap()
+        };
+        let a = encode(4096);
+        // Different write sizes give the same bytes.
+        assert_eq!(a, encode(100_000));
+        assert_eq!(&a[..10], &GZIP_HEADER);
+        assert!(a.len() < data.len() / 4);
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&a[..])
+            .read_to_end(&mut back)
+            .unwrap();
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn empty_input() {
+        let gz = GzipWriter::new(Vec::new()).unwrap().finish().unwrap();
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_end(&mut back)
+            .unwrap();
+        assert!(back.is_empty());
+    }
+
+    #[test]
+    fn zstd_round_trips() {
+        let data = sample();
+        let mut e = Encoder::new(Compression::Zstd, Vec::new()).unwrap();
+        e.write_all(&data).unwrap();
+        let z = e.finish().unwrap();
+        assert_eq!(zstd::decode_all(&z[..]).unwrap(), data);
+    }
+}

@@ -1,0 +1,799 @@
+//! ostree commit → OCI image in the ostree-ext container format.
+//!
+//! The format is what ostree-ext (bootc, rpm-ostree) imports — facts taken
+//! from ostree-rs-ext 0.15 (`lib/src/tar/export.rs`, `container/encapsulate.rs`,
+//! `tar/import.rs`, `container/store.rs`):
+//!
+//! - Layer 0, the *commit layer*, starts with the root directory and the
+//!   skeleton of a `bare-split-xattrs` repository under `sysroot/ostree/repo`
+//!   (`objects/00`…`ff`, `refs/…`, `config`), then the commit object, its
+//!   detached metadata (`.commitmeta`), then every `.dirtree`/`.dirmeta`
+//!   object, with the tree's directories as ordinary tar directories. The
+//!   first non-directory entry under `sysroot/ostree/repo/` other than
+//!   `config` must be the `.commit`.
+//! - Content objects are `sysroot/ostree/repo/objects/xx/yyyy.file` (a regular
+//!   file with the object's uid/gid/mode, or a symlink), each preceded by a
+//!   `.file-xattrs-link` hard link to a `.file-xattrs` object holding the
+//!   serialized xattrs (named by their sha256; written once per layer). Each
+//!   path of the object in the tree follows as a hard link to it, except
+//!   empty regular files, which are written as empty files. `usr/etc` appears
+//!   as `etc`; nothing is written under the commit's own `sysroot`.
+//! - Layers 1..n (*chunks*) hold only content objects and their hard links.
+//!   The image config label `ostree.final-diffid` names the diff ID of the last
+//!   ostree layer; layers after it are not ostree content (derived layers).
+//! - Chunk layers carry the annotation `ostree.components` (sorted names joined
+//!   by `,`); labels `ostree.commit`, `ostree.bootable` + `containers.bootc=1`,
+//!   `ostree.linux`, `org.opencontainers.image.version` come from the commit.
+//!
+//! Output is deterministic: entries in a fixed order, mtime 0 in tar headers
+//! (ostree content has no mtimes), the config's `created` and history times
+//! from the caller's SOURCE_DATE_EPOCH (else the commit timestamp), canonical
+//! JSON (ocidir). Layers are written in parallel.
+//!
+//! This module must not decide chunking (see [`crate::chunking`]) nor read
+//! images back (see [`crate::import`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use oci_spec::image::{
+    ConfigBuilder, DescriptorBuilder, HistoryBuilder, ImageConfiguration, ImageManifestBuilder,
+    MediaType, Platform, RootFsBuilder,
+};
+use ostree::gio;
+use ostree::prelude::*;
+use rayon::prelude::*;
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::chunking::{self, Component, LayerMap, COMPONENTS_ANNOTATION};
+use crate::commit::{self, CommitTree, ContentObject, ObjectKind};
+use crate::compress::{Compression, Encoder};
+use crate::error::{Context, Error, Result};
+use crate::layout::Layout;
+use crate::tarball::{Meta, TarWriter};
+
+/// Label: the ostree commit checksum.
+pub const LABEL_COMMIT: &str = "ostree.commit";
+/// Label: diff ID of the last ostree layer.
+pub const LABEL_FINAL_DIFFID: &str = "ostree.final-diffid";
+/// Label: the image is bootable by ostree.
+pub const LABEL_BOOTABLE: &str = "ostree.bootable";
+/// Label: the image is a bootc image.
+pub const LABEL_BOOTC: &str = "containers.bootc";
+/// Label: the kernel version.
+pub const LABEL_LINUX: &str = "ostree.linux";
+/// Label: the image version (OCI standard annotation key).
+pub const LABEL_VERSION: &str = "org.opencontainers.image.version";
+/// The component of content the caller did not assign.
+pub const UNPACKAGED: &str = "unpackaged";
+
+/// Where ostree objects live in the tar stream.
+const REPO_DIR: &str = "sysroot/ostree/repo";
+/// The repository config of a tar export (ostree-ext's `bare-split-xattrs`).
+const REPO_CONFIG: &str = "[core]\nrepo_version=1\nmode=bare-split-xattrs\n";
+
+/// Which component owns which content, for chunking.
+///
+/// Paths are as the caller knows them: `/usr/bin/bash`, `usr/bin/bash`, and
+/// `/etc/...` (which the commit stores as `usr/etc/...`) all work. Content no
+/// path maps belongs to [`UNPACKAGED`].
+#[derive(Debug, Clone, Default)]
+pub struct ContentMap {
+    frequencies: BTreeMap<String, u32>,
+    paths: BTreeMap<String, String>,
+}
+
+impl ContentMap {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Declares a component and how often it changes (higher: more often).
+    pub fn add_component(&mut self, name: &str, change_frequency: u32) {
+        self.frequencies.insert(name.to_string(), change_frequency);
+    }
+
+    /// Says that the file at `path` belongs to `component`.
+    pub fn assign(&mut self, path: &str, component: &str) {
+        self.paths.insert(commit_path(path), component.to_string());
+        self.frequencies.entry(component.to_string()).or_insert(0);
+    }
+
+    fn owner(&self, path: &str) -> Option<&str> {
+        self.paths.get(path).map(String::as_str)
+    }
+
+    fn frequency(&self, component: &str) -> u32 {
+        match self.frequencies.get(component) {
+            Some(f) => *f,
+            // Unassigned content (rpmdb, generated files) changes every build.
+            None if component == UNPACKAGED => u32::MAX,
+            None => 0,
+        }
+    }
+}
+
+/// A path as the commit stores it: relative, `/etc` under `usr/etc`.
+fn commit_path(path: &str) -> String {
+    let p = path.trim_start_matches('/').trim_start_matches("./");
+    if p == "etc" || p.starts_with("etc/") {
+        format!("usr/{p}")
+    } else {
+        p.to_string()
+    }
+}
+
+/// A commit path as a container sees it: `usr/etc` is `etc`.
+fn checkout_path(path: &str) -> &str {
+    if path == "usr/etc" || path.starts_with("usr/etc/") {
+        &path[4..]
+    } else {
+        path
+    }
+}
+
+/// Paths under the commit's own `/sysroot` are not written as files: the tar
+/// stream's `sysroot/` holds the object store.
+fn in_sysroot(path: &str) -> bool {
+    path == "sysroot" || path.starts_with("sysroot/")
+}
+
+/// How to encapsulate.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct EncapsulateOptions {
+    /// Extra labels (e.g. `com.coreos.osname`, `strata.inputhash`); they win
+    /// over labels derived from the commit.
+    pub labels: BTreeMap<String, String>,
+    /// At most this many layers, the commit layer included (default 64).
+    pub max_layers: Option<u32>,
+    /// Layer compression.
+    pub compression: Compression,
+    /// SOURCE_DATE_EPOCH for `created` timestamps; default: the commit's
+    /// timestamp.
+    pub source_date_epoch: Option<u64>,
+    /// Content → component mapping; without it all content is one component.
+    pub content: Option<ContentMap>,
+    /// The previous build's layer map, to keep components in their layers.
+    pub prior: Option<LayerMap>,
+}
+
+/// One layer of a written image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LayerInfo {
+    /// Blob digest (`sha256:…`).
+    pub digest: String,
+    /// Compressed size in bytes.
+    pub size: u64,
+    /// Digest of the uncompressed tar.
+    pub diff_id: String,
+    /// Components in this layer (empty for the commit layer).
+    pub components: Vec<String>,
+    /// The history description.
+    pub description: String,
+}
+
+/// What [`encapsulate`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Encapsulated {
+    /// `oci:DIR:TAG` of the image.
+    pub image: String,
+    /// Manifest digest.
+    pub manifest_digest: String,
+    /// Config digest.
+    pub config_digest: String,
+    /// The ostree commit.
+    pub commit: String,
+    /// `org.opencontainers.image.version`, when the commit has a version.
+    pub version: Option<String>,
+    /// The layers, commit layer first.
+    pub layers: Vec<LayerInfo>,
+    /// The layer map to keep for the next build.
+    pub layer_map: LayerMap,
+}
+
+/// Writes commit `rev` of the ostree repository at `repo` as an image tagged
+/// `tag` in the OCI layout `oci` (created if missing; other images in it are
+/// kept and share blobs).
+pub fn encapsulate(
+    repo: &Path,
+    rev: &str,
+    oci: &Path,
+    tag: &str,
+    opts: &EncapsulateOptions,
+) -> Result<Encapsulated> {
+    if tag.is_empty() || tag.contains('/') || tag.contains(':') {
+        return Err(Error::InvalidOption(format!(
+            "tag {tag:?} must be non-empty and contain no '/' or ':'"
+        )));
+    }
+    let max_layers = opts.max_layers.unwrap_or(chunking::DEFAULT_MAX_LAYERS);
+    let tree = {
+        let r = commit::open_repo(repo)?;
+        commit::read_commit(&r, rev)?
+    };
+    let created = rfc3339(opts.source_date_epoch.unwrap_or(tree.info.timestamp));
+
+    // Content → component, then the plan.
+    let default_map = ContentMap::new();
+    let content = opts.content.as_ref().unwrap_or(&default_map);
+    let owners = assign_objects(&tree, content);
+    let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
+    for (csum, owner) in &owners {
+        *sizes.entry(owner).or_default() += tree.objects[*csum].size();
+    }
+    let components: Vec<Component> = sizes
+        .iter()
+        .map(|(name, size)| Component {
+            name: name.to_string(),
+            size: *size,
+            change_frequency: content.frequency(name),
+        })
+        .collect();
+    let layer_map = LayerMap::plan(&components, max_layers, opts.prior.as_ref())?;
+    let bin_of = layer_map.bin_of();
+
+    // Objects per layer: index 0 is the commit layer.
+    let mut per_layer: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); layer_map.bins.len() + 1];
+    for (csum, owner) in &owners {
+        let layer = bin_of.get(owner.as_str()).map_or(0, |b| b + 1);
+        per_layer[layer].insert(csum);
+    }
+    let mut jobs: Vec<Job> = vec![Job {
+        kind: JobKind::Commit,
+        objects: std::mem::take(&mut per_layer[0]),
+        components: Vec::new(),
+        description: if tree.info.subject.is_empty() {
+            format!("ostree export of commit {}", tree.checksum)
+        } else {
+            tree.info.subject.clone()
+        },
+    }];
+    for (i, objects) in per_layer.into_iter().enumerate().skip(1) {
+        let bin = &layer_map.bins[i - 1];
+        if objects.is_empty() {
+            continue;
+        }
+        // Components that own no content (size 0) have no objects; list only
+        // those present so the annotation describes the layer.
+        let components: Vec<String> = bin
+            .components
+            .iter()
+            .filter(|c| sizes.contains_key(c.as_str()))
+            .cloned()
+            .collect();
+        jobs.push(Job {
+            kind: JobKind::Chunk,
+            description: chunking::describe(&bin.components),
+            objects,
+            components,
+        });
+    }
+
+    let ocidir = Layout::ocidir(oci)?;
+    let repo_path = repo.to_path_buf();
+    let written: Vec<Result<ocidir::Layer>> = jobs
+        .par_iter()
+        .map(|job| write_layer(&ocidir, &repo_path, &tree, job, opts.compression))
+        .collect();
+    let mut layers = Vec::with_capacity(written.len());
+    for w in written {
+        layers.push(w?);
+    }
+
+    // Labels: from the commit, then the caller's.
+    let final_diffid = format!(
+        "sha256:{}",
+        layers
+            .last()
+            .map(|l| l.uncompressed_sha256.digest().to_string())
+            .unwrap_or_default()
+    );
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    labels.insert(LABEL_COMMIT.into(), tree.checksum.clone());
+    labels.insert(LABEL_FINAL_DIFFID.into(), final_diffid);
+    if let Some(b) = tree.info.bootable {
+        labels.insert(LABEL_BOOTABLE.into(), b.to_string());
+        labels.insert(LABEL_BOOTC.into(), "1".into());
+    }
+    if let Some(k) = &tree.info.linux {
+        labels.insert(LABEL_LINUX.into(), k.clone());
+    }
+    if let Some(v) = &tree.info.version {
+        labels.insert(LABEL_VERSION.into(), v.clone());
+    }
+    labels.extend(opts.labels.clone());
+
+    let out = write_image(
+        &ocidir,
+        oci,
+        tag,
+        &created,
+        &labels,
+        jobs.iter().zip(layers),
+    )?;
+    Ok(Encapsulated {
+        image: format!("oci:{}:{tag}", oci.display()),
+        manifest_digest: out.0,
+        config_digest: out.1,
+        commit: tree.checksum.clone(),
+        version: labels.get(LABEL_VERSION).cloned(),
+        layers: out.2,
+        layer_map,
+    })
+}
+
+/// For each content object, its component: the owner of its first mapped
+/// path, else [`UNPACKAGED`].
+fn assign_objects<'t>(tree: &'t CommitTree, content: &ContentMap) -> BTreeMap<&'t str, String> {
+    tree.objects
+        .iter()
+        .map(|(csum, obj)| {
+            let owner = obj
+                .paths
+                .iter()
+                .find_map(|p| content.owner(p))
+                .unwrap_or(UNPACKAGED);
+            (csum.as_str(), owner.to_string())
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobKind {
+    Commit,
+    Chunk,
+}
+
+/// One layer to write.
+#[derive(Debug)]
+pub(crate) struct Job<'t> {
+    kind: JobKind,
+    objects: BTreeSet<&'t str>,
+    components: Vec<String>,
+    description: String,
+}
+
+/// Builds config and manifest around written layers and tags the image.
+pub(crate) fn write_image<'j, 't: 'j>(
+    ocidir: &ocidir::OciDir,
+    oci: &Path,
+    tag: &str,
+    created: &str,
+    labels: &BTreeMap<String, String>,
+    layers: impl Iterator<Item = (&'j Job<'t>, ocidir::Layer)>,
+) -> Result<(String, String, Vec<LayerInfo>)> {
+    let mut descriptors = Vec::new();
+    let mut diff_ids = Vec::new();
+    let mut history = Vec::new();
+    let mut infos = Vec::new();
+    for (job, layer) in layers {
+        let mut d = DescriptorBuilder::default()
+            .media_type(layer.media_type.clone())
+            .digest(layer.blob.sha256().clone())
+            .size(layer.blob.size());
+        if job.kind == JobKind::Chunk {
+            d = d.annotations(HashMap::from([(
+                COMPONENTS_ANNOTATION.to_string(),
+                job.components.join(","),
+            )]));
+        }
+        let desc = d.build().map_err(oci_err)?;
+        let diff_id = format!("sha256:{}", layer.uncompressed_sha256.digest());
+        history.push(
+            HistoryBuilder::default()
+                .created(created.to_string())
+                .created_by(job.description.clone())
+                .build()
+                .map_err(oci_err)?,
+        );
+        infos.push(LayerInfo {
+            digest: desc.digest().to_string(),
+            size: desc.size(),
+            diff_id: diff_id.clone(),
+            components: job.components.clone(),
+            description: job.description.clone(),
+        });
+        diff_ids.push(diff_id);
+        descriptors.push(desc);
+    }
+    let labels: HashMap<String, String> = labels.clone().into_iter().collect();
+    let platform = Platform::default();
+    let config = ImageConfiguration::default();
+    let mut config = config;
+    config.set_created(Some(created.to_string()));
+    config.set_architecture(platform.architecture().clone());
+    config.set_os(platform.os().clone());
+    config.set_config(Some(
+        ConfigBuilder::default()
+            .labels(labels.clone())
+            .build()
+            .map_err(oci_err)?,
+    ));
+    config.set_rootfs(
+        RootFsBuilder::default()
+            .typ("layers")
+            .diff_ids(diff_ids)
+            .build()
+            .map_err(oci_err)?,
+    );
+    config.set_history(Some(history));
+    let layout_err = |source| Error::Layout {
+        path: oci.to_path_buf(),
+        source,
+    };
+    let config_desc = ocidir.write_config(config).map_err(layout_err)?;
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(config_desc.clone())
+        .layers(descriptors)
+        .annotations(labels)
+        .build()
+        .map_err(oci_err)?;
+    let desc = ocidir
+        .insert_manifest(manifest, Some(tag), platform)
+        .map_err(layout_err)?;
+    Ok((
+        desc.digest().to_string(),
+        config_desc.digest().to_string(),
+        infos,
+    ))
+}
+
+pub(crate) fn oci_err(e: oci_spec::OciSpecError) -> Error {
+    Error::InvalidOption(format!("building OCI document: {e}"))
+}
+
+/// Writes one layer blob.
+fn write_layer(
+    ocidir: &ocidir::OciDir,
+    repo_path: &Path,
+    tree: &CommitTree,
+    job: &Job,
+    compression: Compression,
+) -> Result<ocidir::Layer> {
+    let what = match job.kind {
+        JobKind::Commit => "commit layer".to_string(),
+        JobKind::Chunk => format!("layer for {}", job.description),
+    };
+    let io = |e: std::io::Error| Error::Io {
+        context: format!("writing {what}"),
+        source: e,
+    };
+    let repo = commit::open_repo(repo_path)?;
+    let lw = ocidir
+        .create_custom_layer(|bw| Encoder::new(compression, bw), compression.media_type())
+        .map_err(|source| Error::Layout {
+            path: PathBuf::from("(layer)"),
+            source,
+        })?;
+    let mut t = TarWriter::new(BufWriter::with_capacity(256 * 1024, lw), 0);
+    let mut w = LayerContent {
+        repo: &repo,
+        tree,
+        xattrs_written: BTreeSet::new(),
+    };
+    match job.kind {
+        JobKind::Commit => w.commit_layer(&mut t, &job.objects)?,
+        JobKind::Chunk => w.chunk_layer(&mut t, &job.objects)?,
+    }
+    let lw = t
+        .finish()
+        .map_err(io)?
+        .into_inner()
+        .map_err(|e| io(e.into_error()))?;
+    lw.complete().map_err(|source| Error::Layout {
+        path: PathBuf::from("(layer)"),
+        source,
+    })
+}
+
+/// Path of an object in the tar stream.
+fn object_path(checksum: &str, ext: &str) -> String {
+    format!(
+        "{REPO_DIR}/objects/{}/{}.{ext}",
+        &checksum[..2],
+        &checksum[2..]
+    )
+}
+
+struct LayerContent<'a> {
+    repo: &'a ostree::Repo,
+    tree: &'a CommitTree,
+    xattrs_written: BTreeSet<String>,
+}
+
+impl LayerContent<'_> {
+    fn io_ctx(&self, what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+        let what = what.to_string();
+        move |source| Error::Io {
+            context: format!("writing {what} of commit {}", self.tree.checksum),
+            source,
+        }
+    }
+
+    /// The repository skeleton; `all_shards` writes all 256 object
+    /// directories, otherwise only those in `shards`.
+    fn repo_structure<W: Write>(
+        &self,
+        t: &mut TarWriter<W>,
+        shards: &BTreeSet<&str>,
+        full: bool,
+    ) -> Result<()> {
+        let dir = Meta::root(0o755);
+        let e = self.io_ctx("repository skeleton");
+        for d in ["sysroot", "sysroot/ostree", REPO_DIR] {
+            t.dir(d, dir).map_err(&e)?;
+        }
+        t.dir(&format!("{REPO_DIR}/objects"), dir).map_err(&e)?;
+        if full {
+            for i in 0..=255u8 {
+                t.dir(&format!("{REPO_DIR}/objects/{i:02x}"), dir)
+                    .map_err(&e)?;
+            }
+            for d in [
+                "extensions",
+                "refs",
+                "refs/heads",
+                "refs/mirrors",
+                "refs/remotes",
+                "state",
+                "tmp",
+                "tmp/cache",
+            ] {
+                t.dir(&format!("{REPO_DIR}/{d}"), dir).map_err(&e)?;
+            }
+            t.data(
+                &format!("{REPO_DIR}/config"),
+                Meta::root(0o644),
+                REPO_CONFIG.as_bytes(),
+            )
+            .map_err(&e)?;
+        } else {
+            for s in shards {
+                t.dir(&format!("{REPO_DIR}/objects/{s}"), dir).map_err(&e)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn commit_layer<W: Write>(
+        &mut self,
+        t: &mut TarWriter<W>,
+        objects: &BTreeSet<&str>,
+    ) -> Result<()> {
+        let tree = self.tree;
+        let e = |source| Error::Io {
+            context: format!("writing the commit layer of commit {}", tree.checksum),
+            source,
+        };
+        let root = tree.dirs.first().ok_or_else(|| Error::BadCommit {
+            commit: tree.checksum.clone(),
+            reason: "no root directory".into(),
+        })?;
+        t.dir("./", root.meta).map_err(&e)?;
+        self.repo_structure(t, &BTreeSet::new(), true)?;
+        let file = Meta::root(0o644);
+        t.data(&object_path(&tree.checksum, "commit"), file, &tree.commit)
+            .map_err(&e)?;
+        if let Some(meta) = &tree.commitmeta {
+            t.data(&object_path(&tree.checksum, "commitmeta"), file, meta)
+                .map_err(&e)?;
+        }
+        let mut trees_done = BTreeSet::new();
+        let mut metas_done = BTreeSet::new();
+        let mut objects_done = BTreeSet::new();
+        let mut has_var_tmp = false;
+        for dir in &tree.dirs {
+            if metas_done.insert(dir.dirmeta.as_str()) {
+                t.data(
+                    &object_path(&dir.dirmeta, "dirmeta"),
+                    file,
+                    &tree.dirmetas[&dir.dirmeta],
+                )
+                .map_err(&e)?;
+            }
+            if trees_done.insert(dir.dirtree.as_str()) {
+                t.data(
+                    &object_path(&dir.dirtree, "dirtree"),
+                    file,
+                    &tree.dirtrees[&dir.dirtree],
+                )
+                .map_err(&e)?;
+            }
+            has_var_tmp |= dir.path == "var/tmp";
+            if !dir.path.is_empty() && !in_sysroot(&dir.path) {
+                t.dir(checkout_path(&dir.path), dir.meta).map_err(&e)?;
+            }
+            for (_, csum) in &dir.files {
+                if objects.contains(csum.as_str()) && objects_done.insert(csum.as_str()) {
+                    self.object(t, csum)?;
+                }
+            }
+        }
+        if !has_var_tmp {
+            // Container runtimes expect /var/tmp (ostree-ext does the same).
+            t.dir("var/tmp", Meta::root(0o1777)).map_err(&e)?;
+        }
+        Ok(())
+    }
+
+    fn chunk_layer<W: Write>(
+        &mut self,
+        t: &mut TarWriter<W>,
+        objects: &BTreeSet<&str>,
+    ) -> Result<()> {
+        let mut shards: BTreeSet<&str> = BTreeSet::new();
+        let mut xattr_shards: BTreeSet<String> = BTreeSet::new();
+        for csum in objects {
+            shards.insert(&csum[..2]);
+            let x = hex::encode(Sha256::digest(&self.tree.objects[*csum].xattrs));
+            xattr_shards.insert(x[..2].to_string());
+        }
+        for s in &xattr_shards {
+            shards.insert(s.as_str());
+        }
+        self.repo_structure(t, &shards, false)?;
+        for csum in objects {
+            self.object(t, csum)?;
+        }
+        Ok(())
+    }
+
+    /// A content object: its xattrs (once per layer), the xattrs link, the
+    /// object, and its paths as hard links.
+    fn object<W: Write>(&mut self, t: &mut TarWriter<W>, csum: &str) -> Result<()> {
+        let tree = self.tree;
+        let obj: &ContentObject = &tree.objects[csum];
+        let e = |source| Error::Io {
+            context: format!("writing object {csum} of commit {}", tree.checksum),
+            source,
+        };
+        let xcsum = hex::encode(Sha256::digest(&obj.xattrs));
+        let xpath = object_path(&xcsum, "file-xattrs");
+        if self.xattrs_written.insert(xcsum.clone()) {
+            t.data(&xpath, Meta::root(0o644), &obj.xattrs).map_err(e)?;
+        }
+        t.hardlink(
+            &object_path(csum, "file-xattrs-link"),
+            Meta::root(0o644),
+            &xpath,
+        )
+        .map_err(e)?;
+        let opath = object_path(csum, "file");
+        match &obj.kind {
+            ObjectKind::Regular { size } => {
+                let (stream, _, _) = self
+                    .repo
+                    .load_file(csum, gio::Cancellable::NONE)
+                    .context_with(|| format!("reading content object {csum}"))?;
+                let stream = stream.ok_or_else(|| Error::BadCommit {
+                    commit: tree.checksum.clone(),
+                    reason: format!("object {csum} has no content stream"),
+                })?;
+                let mut r = stream.into_read();
+                t.file(&opath, obj.meta, *size, &mut r as &mut dyn Read)
+                    .map_err(e)?;
+            }
+            ObjectKind::Symlink { target } => {
+                t.symlink(&opath, obj.meta, target).map_err(e)?;
+            }
+        }
+        let empty_file = matches!(obj.kind, ObjectKind::Regular { size: 0 });
+        for p in &obj.paths {
+            if in_sysroot(p) {
+                continue;
+            }
+            let p = checkout_path(p);
+            if empty_file {
+                // Hard links to empty files invite container builds to modify
+                // the object in /sysroot; ostree-ext writes them as files.
+                t.data(p, obj.meta, b"").map_err(e)?;
+            } else {
+                t.hardlink(p, obj.meta, &opath).map_err(e)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// RFC 3339 UTC timestamp (`1970-01-01T00:00:00Z`) of a Unix time.
+pub(crate) fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Unix time of an RFC 3339 timestamp as [`rfc3339`] and most tools write it
+/// (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
+pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        rest = &frac[n..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 => {
+            let sign = match &rest[..1] {
+                "+" => 1,
+                "-" => -1,
+                _ => return None,
+            };
+            sign * (rest[1..3].parse::<i64>().ok()? * 3600 + rest[4..6].parse::<i64>().ok()? * 60)
+        }
+        _ => return None,
+    };
+    // Days-from-civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86400 + hh * 3600 + mm * 60 + ss - offset).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        let cases = [
+            (0u64, "1970-01-01T00:00:00Z"),
+            (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_796_212_800, "2026-12-02T12:00:00Z"),
+            (4_102_444_799, "2099-12-31T23:59:59Z"),
+        ];
+        for (secs, s) in cases {
+            assert_eq!(rfc3339(secs), s);
+            assert_eq!(parse_rfc3339(s), Some(secs));
+        }
+        assert_eq!(
+            parse_rfc3339("2026-12-02T13:00:00.123+01:00"),
+            Some(1_796_212_800)
+        );
+        assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(commit_path("/etc/passwd"), "usr/etc/passwd");
+        assert_eq!(commit_path("/usr/bin/bash"), "usr/bin/bash");
+        assert_eq!(commit_path("etc"), "usr/etc");
+        assert_eq!(commit_path("/etcetera"), "etcetera");
+        assert_eq!(checkout_path("usr/etc/passwd"), "etc/passwd");
+        assert_eq!(checkout_path("usr/etc"), "etc");
+        assert_eq!(checkout_path("usr/etcx"), "usr/etcx");
+        assert!(in_sysroot("sysroot/x") && in_sysroot("sysroot") && !in_sysroot("sysrootx"));
+    }
+}

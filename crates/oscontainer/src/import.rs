@@ -1,0 +1,1114 @@
+//! OCI image → ostree commit.
+//!
+//! Reads an image in the ostree-ext container format (ours or any other
+//! writer's) back into a repository. The ostree layers — the first layer up
+//! to the one named by `ostree.final-diffid` — carry objects; importing them
+//! reproduces the exact commit, which is then checked to be complete.
+//! Layers after that are derived layers (plain tars with OCI whiteouts,
+//! `.wh.NAME` and `.wh..wh..opq`); they are applied on top of the commit's
+//! tree in memory (an ostree `MutableTree`, nothing is checked out), with
+//! ostree-ext's rules for derived content: `etc` goes to `usr/etc`, `usr` and
+//! `var` are kept, the children of `run`, `tmp`, `proc`, `sys`, `dev` and
+//! every other top-level directory are dropped and counted. The result is a
+//! new commit whose parent is the base commit.
+//!
+//! Input is untrusted until proven otherwise: every blob is checked against
+//! its descriptor before the repository is touched, every object is written
+//! with its expected checksum (libostree verifies), tar paths that are
+//! absolute, contain `..`, or lead through a symlink are refused, and all
+//! writes happen in one repository transaction that is aborted on error.
+//! Nothing is written outside the repository.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+use std::path::Path;
+
+use oci_spec::image::Descriptor;
+use ostree::gio;
+use ostree::glib;
+use ostree::prelude::*;
+use serde::Serialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::commit::{self, hex_checksum};
+use crate::encapsulate::{parse_rfc3339, LABEL_COMMIT, LABEL_FINAL_DIFFID, LABEL_VERSION};
+use crate::error::{Context, Error, Result};
+use crate::layout::{Layout, ResolvedImage};
+use crate::tarball::normalize_entry_path;
+use crate::transport::{ImageRef, TransportOptions};
+
+/// Largest metadata object accepted (libostree's limit).
+const MAX_METADATA_SIZE: u64 = 10 * 1024 * 1024;
+/// Largest xattrs object accepted.
+const MAX_XATTRS_SIZE: u64 = 1024 * 1024;
+/// Files up to this size are written in one call.
+const SMALL_FILE: u64 = 127 * 1024;
+/// Where objects live in an ostree layer.
+const OBJECTS_PREFIX: &str = "sysroot/ostree/repo/objects/";
+/// Top-level directories whose children derived layers may not add.
+const EXCLUDED_TOPLEVEL: &[&str] = &["run", "tmp", "proc", "sys", "dev"];
+
+/// How to import.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ImportOptions {
+    /// Point this ref at the resulting commit.
+    pub ref_name: Option<String>,
+    /// For `docker://` images.
+    pub transport: TransportOptions,
+}
+
+/// What [`import`] produced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Imported {
+    /// The resulting commit: the derived commit if the image has derived
+    /// layers, else the base commit.
+    pub commit: String,
+    /// The commit the ostree layers carry.
+    pub base_commit: String,
+    /// The image's manifest digest.
+    pub manifest_digest: String,
+    /// How many derived layers were applied.
+    pub derived_layers: usize,
+    /// Derived-layer entries dropped, by top-level directory.
+    pub filtered: BTreeMap<String, u32>,
+}
+
+/// How an image's layers split into ostree and derived layers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Split {
+    /// Index of the last ostree layer.
+    pub last_ostree: usize,
+}
+
+/// Finds the ostree layers of an image from its `ostree.final-diffid` label.
+pub(crate) fn split_layers(image: &ResolvedImage, name: &str) -> Result<Split> {
+    let not = |reason: String| Error::NotOstreeImage {
+        image: name.to_string(),
+        reason,
+    };
+    let layers = image.manifest.layers();
+    if layers.is_empty() {
+        return Err(not("it has no layers".into()));
+    }
+    let diff_ids = image.config.rootfs().diff_ids();
+    if diff_ids.len() != layers.len() {
+        return Err(not(format!(
+            "the config lists {} diff IDs for {} layers",
+            diff_ids.len(),
+            layers.len()
+        )));
+    }
+    let final_diffid = labels_of(image)
+        .get(LABEL_FINAL_DIFFID)
+        .cloned()
+        .ok_or_else(|| not(format!("no {LABEL_FINAL_DIFFID} label")))?;
+    let last_ostree = diff_ids
+        .iter()
+        .position(|d| *d == final_diffid)
+        .ok_or_else(|| {
+            not(format!(
+                "{LABEL_FINAL_DIFFID} {final_diffid} names no layer"
+            ))
+        })?;
+    Ok(Split { last_ostree })
+}
+
+/// The config labels of an image.
+pub(crate) fn labels_of(image: &ResolvedImage) -> HashMap<String, String> {
+    image
+        .config
+        .config()
+        .as_ref()
+        .and_then(|c| c.labels().clone())
+        .unwrap_or_default()
+}
+
+/// Imports `image` into the ostree repository at `repo` (which must exist).
+pub fn import(image: &ImageRef, repo: &Path, opts: &ImportOptions) -> Result<Imported> {
+    match image {
+        ImageRef::Oci { dir, tag } => import_layout(dir, tag.as_deref(), repo, opts),
+        ImageRef::Docker { .. } => {
+            let tmp =
+                tempfile::tempdir().context_with(|| "creating a temporary directory".into())?;
+            let local = crate::transport::pull(image, tmp.path(), "import", &opts.transport)?;
+            import(&local, repo, opts)
+        }
+    }
+}
+
+fn import_layout(
+    dir: &Path,
+    tag: Option<&str>,
+    repo_path: &Path,
+    opts: &ImportOptions,
+) -> Result<Imported> {
+    let name = ImageRef::Oci {
+        dir: dir.to_path_buf(),
+        tag: tag.map(str::to_string),
+    }
+    .to_string();
+    let layout = Layout::open(dir)?;
+    let image = layout.resolve(tag)?;
+    let split = split_layers(&image, &name)?;
+    let layers = image.manifest.layers();
+    // Check every blob before touching the repository.
+    for l in layers {
+        layout.verify_blob(l)?;
+    }
+    let labels = labels_of(&image);
+
+    let repo = commit::open_repo(repo_path)?;
+    let txn = repo
+        .auto_transaction(gio::Cancellable::NONE)
+        .context_with(|| format!("starting a transaction in {}", repo_path.display()))?;
+
+    // Chunks first, then the commit layer (layer 0).
+    let mut objects = ObjectImporter::new(&repo);
+    for l in &layers[1..=split.last_ostree] {
+        objects.import_layer(&layout, l, false)?;
+    }
+    objects.import_layer(&layout, &layers[0], true)?;
+    let base = objects.finish(&layers[0])?;
+    verify_complete(&repo, &base)?;
+    if let Some(expected) = labels.get(LABEL_COMMIT) {
+        if *expected != base {
+            return Err(Error::NotOstreeImage {
+                image: name,
+                reason: format!("label {LABEL_COMMIT} is {expected} but the image carries {base}"),
+            });
+        }
+    }
+
+    let derived = &layers[split.last_ostree + 1..];
+    let mut filtered = BTreeMap::new();
+    let commit = if derived.is_empty() {
+        base.clone()
+    } else {
+        let mut tree = DerivedTree::new(&repo, &base)?;
+        for l in derived {
+            tree.apply_layer(&layout, l)?;
+        }
+        filtered = std::mem::take(&mut tree.filtered);
+        let created = image.config.created().as_deref().and_then(parse_rfc3339);
+        tree.commit(
+            &base,
+            labels.get(LABEL_VERSION).map(String::as_str),
+            created,
+        )?
+    };
+    if let Some(r) = &opts.ref_name {
+        repo.transaction_set_ref(None, r, Some(&commit));
+    }
+    txn.commit(gio::Cancellable::NONE)
+        .context_with(|| format!("committing the import into {}", repo_path.display()))?;
+    Ok(Imported {
+        commit,
+        base_commit: base,
+        manifest_digest: image.manifest_digest,
+        derived_layers: derived.len(),
+        filtered,
+    })
+}
+
+/// Reads every object of the commit, failing on the first one missing.
+fn verify_complete(repo: &ostree::Repo, commit: &str) -> Result<()> {
+    let incomplete = |reason: String| Error::BadCommit {
+        commit: commit.to_string(),
+        reason: format!("the image is incomplete: {reason}"),
+    };
+    let v = repo
+        .load_variant(ostree::ObjectType::Commit, commit)
+        .map_err(|e| incomplete(e.to_string()))?;
+    let (_, tree, meta) = commit::parse_commit_info(&v)?;
+    let mut stack = vec![(tree, meta)];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some((tree, meta)) = stack.pop() {
+        for (kind, c) in [
+            (ostree::ObjectType::DirMeta, &meta),
+            (ostree::ObjectType::DirTree, &tree),
+        ] {
+            if !repo
+                .has_object(kind, c, gio::Cancellable::NONE)
+                .context_with(|| format!("checking object {c}"))?
+            {
+                return Err(incomplete(format!("{kind:?} object {c} is missing")));
+            }
+        }
+        if !seen.insert(tree.clone()) {
+            continue;
+        }
+        let tv = repo
+            .load_variant(ostree::ObjectType::DirTree, &tree)
+            .map_err(|e| incomplete(e.to_string()))?;
+        let (files, dirs) = tv
+            .try_get::<ostree::TreeVariantType>()
+            .map_err(|e| incomplete(format!("dirtree {tree}: {e}")))?;
+        for (name, csum) in files {
+            let csum = hex_checksum(&csum)
+                .ok_or_else(|| incomplete(format!("bad checksum for {name}")))?;
+            if !repo
+                .has_object(ostree::ObjectType::File, &csum, gio::Cancellable::NONE)
+                .context_with(|| format!("checking object {csum}"))?
+            {
+                return Err(incomplete(format!(
+                    "content object {csum} ({name}) is missing"
+                )));
+            }
+        }
+        for (name, t, m) in dirs {
+            let bad = || incomplete(format!("bad checksum for directory {name}"));
+            stack.push((
+                hex_checksum(&t).ok_or_else(bad)?,
+                hex_checksum(&m).ok_or_else(bad)?,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parses `xx/<62 hex>.<ext>` under the objects directory.
+fn parse_object_path(rest: &str) -> Option<(String, &str)> {
+    let (shard, name) = rest.split_once('/')?;
+    let (hash, ext) = name.split_once('.')?;
+    let checksum = format!("{shard}{hash}");
+    let valid = shard.len() == 2
+        && checksum.len() == 64
+        && checksum
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    valid.then_some((checksum, ext))
+}
+
+fn bad_layer(desc: &Descriptor, reason: impl std::fmt::Display) -> Error {
+    Error::BadLayer {
+        digest: desc.digest().to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn read_limited(
+    entry: &mut impl Read,
+    size: u64,
+    limit: u64,
+    desc: &Descriptor,
+    what: &str,
+) -> Result<Vec<u8>> {
+    if size > limit {
+        return Err(bad_layer(
+            desc,
+            format!("{what}: {size} bytes exceeds the limit of {limit}"),
+        ));
+    }
+    let mut buf = Vec::with_capacity(size as usize);
+    entry
+        .read_to_end(&mut buf)
+        .map_err(|e| bad_layer(desc, format!("reading {what}: {e}")))?;
+    if buf.len() as u64 != size {
+        return Err(bad_layer(desc, format!("{what}: truncated")));
+    }
+    Ok(buf)
+}
+
+/// Imports the objects of ostree layers.
+struct ObjectImporter<'r> {
+    repo: &'r ostree::Repo,
+    /// xattrs by their sha256, per layer.
+    xattrs: HashMap<String, glib::Variant>,
+    /// The `.file-xattrs-link` seen last: (object, xattrs checksum).
+    pending: Option<(String, String)>,
+    commit: Option<String>,
+    commitmeta: Option<(String, glib::Variant)>,
+}
+
+impl<'r> ObjectImporter<'r> {
+    fn new(repo: &'r ostree::Repo) -> Self {
+        Self {
+            repo,
+            xattrs: HashMap::new(),
+            pending: None,
+            commit: None,
+            commitmeta: None,
+        }
+    }
+
+    fn import_layer(
+        &mut self,
+        layout: &Layout,
+        desc: &Descriptor,
+        commit_layer: bool,
+    ) -> Result<()> {
+        self.xattrs.clear();
+        self.pending = None;
+        let reader = layout.open_layer(desc)?;
+        let mut archive = tar::Archive::new(reader);
+        let entries = archive.entries().map_err(|e| bad_layer(desc, e))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| bad_layer(desc, format!("reading tar: {e}")))?;
+            let raw = entry.path_bytes().into_owned();
+            let path = normalize_entry_path(&raw).map_err(|reason| Error::UnsafeEntry {
+                digest: desc.digest().to_string(),
+                path: String::from_utf8_lossy(&raw).into_owned(),
+                reason: reason.to_string(),
+            })?;
+            let kind = entry.header().entry_type();
+            if kind.is_dir() {
+                continue;
+            }
+            let Some(rest) = path.strip_prefix(OBJECTS_PREFIX) else {
+                // Checkout hard links, the repo config, refs: not objects.
+                continue;
+            };
+            let (checksum, ext) = parse_object_path(rest)
+                .ok_or_else(|| bad_layer(desc, format!("invalid object path {path}")))?;
+            self.object(&mut entry, desc, &checksum, ext, commit_layer)
+                .map_err(|e| match e {
+                    Error::Ostree { context, source } => Error::Ostree {
+                        context: format!("layer {}: {context}", desc.digest()),
+                        source,
+                    },
+                    e => e,
+                })?;
+        }
+        // Reading to the end also checks the compression trailer (CRC).
+        let mut rest = archive.into_inner();
+        std::io::copy(&mut rest, &mut std::io::sink())
+            .map_err(|e| bad_layer(desc, format!("reading to the end: {e}")))?;
+        if let Some((obj, _)) = &self.pending {
+            return Err(bad_layer(
+                desc,
+                format!("xattrs link for {obj} without the object"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn object<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<R>,
+        desc: &Descriptor,
+        checksum: &str,
+        ext: &str,
+        commit_layer: bool,
+    ) -> Result<()> {
+        let header = entry.header().clone();
+        let size = entry.size();
+        let kind = header.entry_type();
+        let metadata = |entry: &mut tar::Entry<R>, what: &str| -> Result<Vec<u8>> {
+            if kind != tar::EntryType::Regular {
+                return Err(bad_layer(
+                    desc,
+                    format!("{what} {checksum} is not a regular file"),
+                ));
+            }
+            read_limited(entry, size, MAX_METADATA_SIZE, desc, what)
+        };
+        match ext {
+            "commit" => {
+                if !commit_layer {
+                    return Err(bad_layer(desc, "a commit object outside the first layer"));
+                }
+                if self.commit.is_some() {
+                    return Err(bad_layer(desc, "more than one commit object"));
+                }
+                let data = metadata(entry, "commit")?;
+                self.write_metadata(ostree::ObjectType::Commit, checksum, &data)?;
+                self.commit = Some(checksum.to_string());
+            }
+            "commitmeta" => {
+                let data = metadata(entry, "commitmeta")?;
+                let v = glib::Variant::from_data_with_type(data, glib::VariantTy::VARDICT);
+                self.commitmeta = Some((checksum.to_string(), v.normal_form()));
+            }
+            "dirtree" => {
+                let data = metadata(entry, "dirtree")?;
+                self.write_metadata(ostree::ObjectType::DirTree, checksum, &data)?;
+            }
+            "dirmeta" => {
+                let data = metadata(entry, "dirmeta")?;
+                self.write_metadata(ostree::ObjectType::DirMeta, checksum, &data)?;
+            }
+            "file-xattrs" => {
+                if kind != tar::EntryType::Regular {
+                    return Err(bad_layer(
+                        desc,
+                        format!("xattrs {checksum} is not a regular file"),
+                    ));
+                }
+                let data = read_limited(entry, size, MAX_XATTRS_SIZE, desc, "xattrs")?;
+                self.cache_xattrs(desc, data, Some(checksum))?;
+            }
+            "file-xattrs-link" => {
+                if let Some((prev, _)) = &self.pending {
+                    return Err(bad_layer(
+                        desc,
+                        format!("xattrs link for {prev} without the object"),
+                    ));
+                }
+                let xattrs = match kind {
+                    tar::EntryType::Link => {
+                        let target = entry
+                            .link_name_bytes()
+                            .map(|l| String::from_utf8_lossy(&l).into_owned())
+                            .unwrap_or_default();
+                        // The target is `…/objects/xx/<rest>.file-xattrs`.
+                        let tail: Vec<&str> = target.rsplitn(3, '/').collect();
+                        let joined = match tail.as_slice() {
+                            [name, shard, ..] => format!("{shard}/{name}"),
+                            _ => String::new(),
+                        };
+                        match parse_object_path(&joined) {
+                            Some((x, "file-xattrs")) => x,
+                            _ => {
+                                return Err(bad_layer(
+                                    desc,
+                                    format!("bad xattrs link target {target:?}"),
+                                ))
+                            }
+                        }
+                    }
+                    tar::EntryType::Regular => {
+                        let data = read_limited(entry, size, MAX_XATTRS_SIZE, desc, "xattrs")?;
+                        self.cache_xattrs(desc, data, None)?
+                    }
+                    other => return Err(bad_layer(desc, format!("xattrs link of type {other:?}"))),
+                };
+                self.pending = Some((checksum.to_string(), xattrs));
+            }
+            "file" => self.content(entry, desc, checksum, &header)?,
+            other => return Err(bad_layer(desc, format!("unknown object type .{other}"))),
+        }
+        Ok(())
+    }
+
+    fn cache_xattrs(
+        &mut self,
+        desc: &Descriptor,
+        data: Vec<u8>,
+        expected: Option<&str>,
+    ) -> Result<String> {
+        let sum = hex::encode(Sha256::digest(&data));
+        if let Some(e) = expected {
+            if e != sum {
+                return Err(bad_layer(
+                    desc,
+                    format!("xattrs object {e} hashes to {sum}"),
+                ));
+            }
+        }
+        let ty = glib::VariantTy::new("a(ayay)").map_err(|e| bad_layer(desc, e))?;
+        let v = glib::Variant::from_data_with_type(data, ty);
+        self.xattrs.insert(sum.clone(), v.normal_form());
+        Ok(sum)
+    }
+
+    fn write_metadata(&self, kind: ostree::ObjectType, checksum: &str, data: &[u8]) -> Result<()> {
+        let ty = ostree::metadata_variant_type(kind);
+        let v = glib::Variant::from_data_with_type(data, &ty).normal_form();
+        self.repo
+            .write_metadata(kind, Some(checksum), &v, gio::Cancellable::NONE)
+            .context_with(|| format!("writing {kind:?} object {checksum}"))?;
+        Ok(())
+    }
+
+    fn content<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<R>,
+        desc: &Descriptor,
+        checksum: &str,
+        header: &tar::Header,
+    ) -> Result<()> {
+        let xattrs = match self.pending.take() {
+            Some((obj, x)) if obj == checksum => self.xattrs.get(&x).cloned().ok_or_else(|| {
+                bad_layer(desc, format!("xattrs {x} of {checksum} not in the layer"))
+            })?,
+            Some((obj, _)) => {
+                return Err(bad_layer(
+                    desc,
+                    format!("xattrs link for {obj} followed by object {checksum}"),
+                ))
+            }
+            // Not in the format, but a checksum check below catches any
+            // object whose xattrs were really lost.
+            None => empty_xattrs(),
+        };
+        if self
+            .repo
+            .has_object(ostree::ObjectType::File, checksum, gio::Cancellable::NONE)
+            .context_with(|| format!("checking object {checksum}"))?
+        {
+            return Ok(());
+        }
+        let bad = |e: std::io::Error| bad_layer(desc, format!("tar header of {checksum}: {e}"));
+        let uid = u32::try_from(header.uid().map_err(bad)?).map_err(|e| bad_layer(desc, e))?;
+        let gid = u32::try_from(header.gid().map_err(bad)?).map_err(|e| bad_layer(desc, e))?;
+        let mode = header.mode().map_err(bad)? & 0o7777;
+        let ctx = || format!("writing content object {checksum}");
+        match header.entry_type() {
+            tar::EntryType::Regular => {
+                let size = entry.size();
+                if size <= SMALL_FILE {
+                    let data = read_limited(entry, size, SMALL_FILE, desc, "file")?;
+                    self.repo
+                        .write_regfile_inline(
+                            Some(checksum),
+                            uid,
+                            gid,
+                            libc_s_ifreg() | mode,
+                            Some(&xattrs),
+                            &data,
+                            gio::Cancellable::NONE,
+                        )
+                        .context_with(ctx)?;
+                } else {
+                    let w = self
+                        .repo
+                        .write_regfile(
+                            Some(checksum),
+                            uid,
+                            gid,
+                            libc_s_ifreg() | mode,
+                            size,
+                            Some(&xattrs),
+                        )
+                        .context_with(ctx)?;
+                    stream_content(entry, &w, size, desc, checksum)?;
+                    w.finish(gio::Cancellable::NONE).context_with(ctx)?;
+                }
+            }
+            tar::EntryType::Symlink => {
+                let target = entry
+                    .link_name_bytes()
+                    .ok_or_else(|| bad_layer(desc, format!("symlink {checksum} without target")))?;
+                let target = std::str::from_utf8(&target)
+                    .map_err(|_| bad_layer(desc, format!("symlink {checksum}: target not UTF-8")))?
+                    .to_string();
+                self.repo
+                    .write_symlink(
+                        Some(checksum),
+                        uid,
+                        gid,
+                        Some(&xattrs),
+                        &target,
+                        gio::Cancellable::NONE,
+                    )
+                    .context_with(ctx)?;
+            }
+            other => return Err(bad_layer(desc, format!("object {checksum} is a {other:?}"))),
+        }
+        Ok(())
+    }
+
+    /// The commit checksum, after writing its detached metadata.
+    fn finish(self, commit_layer: &Descriptor) -> Result<String> {
+        let commit = self
+            .commit
+            .ok_or_else(|| bad_layer(commit_layer, "no commit object in the first layer"))?;
+        if let Some((c, meta)) = &self.commitmeta {
+            if *c != commit {
+                return Err(bad_layer(
+                    commit_layer,
+                    format!("detached metadata for {c}, not {commit}"),
+                ));
+            }
+            self.repo
+                .write_commit_detached_metadata(&commit, Some(meta), gio::Cancellable::NONE)
+                .context_with(|| format!("writing detached metadata of {commit}"))?;
+        }
+        Ok(commit)
+    }
+}
+
+/// Copies `size` bytes of a tar entry into an ostree content writer.
+fn stream_content(
+    entry: &mut impl Read,
+    w: &ostree::ContentWriter,
+    size: u64,
+    desc: &Descriptor,
+    what: &str,
+) -> Result<()> {
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut left = size;
+    while left > 0 {
+        let want = left.min(buf.len() as u64) as usize;
+        let n = entry
+            .read(&mut buf[..want])
+            .map_err(|e| bad_layer(desc, format!("reading {what}: {e}")))?;
+        if n == 0 {
+            return Err(bad_layer(desc, format!("{what}: truncated")));
+        }
+        w.write_all(&buf[..n], gio::Cancellable::NONE)
+            .context_with(|| format!("writing {what}"))?;
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+pub(crate) fn libc_s_ifreg() -> u32 {
+    0o100000
+}
+pub(crate) fn libc_s_ifdir() -> u32 {
+    0o040000
+}
+
+/// Where a derived-layer path lands in the commit, per ostree-ext's rules.
+#[derive(Debug, PartialEq, Eq)]
+enum Placement {
+    /// Into the tree at this path.
+    Keep(String),
+    /// Dropped, counted under this top-level directory.
+    Filtered(String),
+}
+
+fn place(path: &str) -> Placement {
+    let (top, rest) = match path.split_once('/') {
+        Some((t, r)) => (t, Some(r)),
+        None => (path, None),
+    };
+    match top {
+        "usr" | "var" => Placement::Keep(path.to_string()),
+        "etc" => Placement::Keep(match rest {
+            Some(r) => format!("usr/etc/{r}"),
+            None => "usr/etc".to_string(),
+        }),
+        t if EXCLUDED_TOPLEVEL.contains(&t) => match rest {
+            None => Placement::Keep(t.to_string()),
+            Some(_) => Placement::Filtered(t.to_string()),
+        },
+        t => Placement::Filtered(t.to_string()),
+    }
+}
+
+/// The tree of a derived commit being built from a base commit plus layers.
+struct DerivedTree<'r> {
+    repo: &'r ostree::Repo,
+    root: ostree::MutableTree,
+    default_dirmeta: String,
+    filtered: BTreeMap<String, u32>,
+    /// The base commit's metadata (`a{sv}`).
+    base_meta: glib::Variant,
+}
+
+/// What is at a path.
+enum Node {
+    Missing,
+    File(String),
+    Dir(ostree::MutableTree),
+}
+
+impl<'r> DerivedTree<'r> {
+    fn new(repo: &'r ostree::Repo, base: &str) -> Result<Self> {
+        let root = ostree::MutableTree::from_commit(repo, base)
+            .context_with(|| format!("loading the tree of {base}"))?;
+        let default_dirmeta = write_dirmeta(repo, 0, 0, 0o755, None)?;
+        let (v, _) = repo
+            .load_commit(base)
+            .context_with(|| format!("loading commit {base}"))?;
+        let base_meta = v.child_value(0);
+        Ok(Self {
+            repo,
+            root,
+            default_dirmeta,
+            filtered: BTreeMap::new(),
+            base_meta,
+        })
+    }
+
+    fn lookup(dir: &ostree::MutableTree, name: &str) -> Result<Node> {
+        match dir.lookup(name) {
+            Ok((_, Some(sub))) => Ok(Node::Dir(sub)),
+            Ok((Some(file), None)) => Ok(Node::File(file.to_string())),
+            Ok((None, None)) => Ok(Node::Missing),
+            Err(e) if e.matches(gio::IOErrorEnum::NotFound) => Ok(Node::Missing),
+            Err(e) => Err(e).context_with(|| format!("looking up {name}")),
+        }
+    }
+
+    /// The directory holding `path`'s last component; with `create`, missing
+    /// parents are created (root:root 0755). A parent that is not a
+    /// directory (a symlink above all) is refused.
+    fn parent(
+        &self,
+        desc: &Descriptor,
+        path: &str,
+        create: bool,
+    ) -> Result<Option<(ostree::MutableTree, String)>> {
+        let mut parts: Vec<&str> = path.split('/').collect();
+        let name = parts.pop().unwrap_or_default().to_string();
+        let mut cur = self.root.clone();
+        for (i, part) in parts.iter().enumerate() {
+            cur = match Self::lookup(&cur, part)? {
+                Node::Dir(d) => d,
+                Node::File(_) => {
+                    return Err(Error::UnsafeEntry {
+                        digest: desc.digest().to_string(),
+                        path: path.to_string(),
+                        reason: format!(
+                            "{} is not a directory (writing through a symlink?)",
+                            parts[..=i].join("/")
+                        ),
+                    })
+                }
+                Node::Missing if create => {
+                    let d = cur
+                        .ensure_dir(part)
+                        .context_with(|| format!("creating {part}"))?;
+                    d.set_metadata_checksum(&self.default_dirmeta);
+                    d
+                }
+                Node::Missing => return Ok(None),
+            };
+        }
+        Ok(Some((cur, name)))
+    }
+
+    fn apply_layer(&mut self, layout: &Layout, desc: &Descriptor) -> Result<()> {
+        // Pass 1: whiteouts, which apply to the layers below only.
+        self.each_entry(layout, desc, |tree, entry, path| {
+            tree.whiteout(desc, entry, path)
+        })?;
+        // Pass 2: content.
+        self.each_entry(layout, desc, |tree, entry, path| {
+            tree.add(desc, entry, path)
+        })
+    }
+
+    fn each_entry(
+        &mut self,
+        layout: &Layout,
+        desc: &Descriptor,
+        mut f: impl FnMut(&mut Self, &mut tar::Entry<'_, Box<dyn Read + Send>>, &str) -> Result<()>,
+    ) -> Result<()> {
+        let reader = layout.open_layer(desc)?;
+        let mut archive = tar::Archive::new(reader);
+        let entries = archive.entries().map_err(|e| bad_layer(desc, e))?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| bad_layer(desc, format!("reading tar: {e}")))?;
+            let raw = entry.path_bytes().into_owned();
+            let path = normalize_entry_path(&raw).map_err(|reason| Error::UnsafeEntry {
+                digest: desc.digest().to_string(),
+                path: String::from_utf8_lossy(&raw).into_owned(),
+                reason: reason.to_string(),
+            })?;
+            if path.is_empty() {
+                continue;
+            }
+            f(self, &mut entry, &path)?;
+        }
+        let mut rest = archive.into_inner();
+        std::io::copy(&mut rest, &mut std::io::sink())
+            .map_err(|e| bad_layer(desc, format!("reading to the end: {e}")))?;
+        Ok(())
+    }
+
+    fn whiteout<R: Read>(
+        &mut self,
+        desc: &Descriptor,
+        _entry: &mut tar::Entry<R>,
+        path: &str,
+    ) -> Result<()> {
+        let (dir, name) = match path.rsplit_once('/') {
+            Some((d, n)) => (Some(d), n),
+            None => (None, path),
+        };
+        let Some(target) = name.strip_prefix(".wh.") else {
+            return Ok(());
+        };
+        let opaque = target == ".wh..opq";
+        let victim = match (dir, opaque) {
+            (Some(d), true) => d.to_string(),
+            (None, true) => return Ok(()), // opaque root: nothing sensible to do
+            (Some(d), false) => format!("{d}/{target}"),
+            (None, false) => target.to_string(),
+        };
+        if target.is_empty() || target == "." || target == ".." {
+            return Err(Error::UnsafeEntry {
+                digest: desc.digest().to_string(),
+                path: path.to_string(),
+                reason: "invalid whiteout".into(),
+            });
+        }
+        let victim = match place(&victim) {
+            Placement::Keep(p) => p,
+            Placement::Filtered(_) => return Ok(()),
+        };
+        let Some((parent, name)) = self.parent(desc, &victim, false)? else {
+            return Ok(());
+        };
+        if opaque {
+            if let Node::Dir(d) = Self::lookup(&parent, &name)? {
+                let files = d.copy_files();
+                let dirs = d.copy_subdirs();
+                for n in files.keys().chain(dirs.keys()) {
+                    d.remove(n, true)
+                        .context_with(|| format!("removing {victim}/{n}"))?;
+                }
+            }
+        } else {
+            parent
+                .remove(&name, true)
+                .context_with(|| format!("removing {victim}"))?;
+        }
+        Ok(())
+    }
+
+    fn add<R: Read>(
+        &mut self,
+        desc: &Descriptor,
+        entry: &mut tar::Entry<R>,
+        path: &str,
+    ) -> Result<()> {
+        let base = path.rsplit('/').next().unwrap_or(path);
+        if base.starts_with(".wh.") {
+            return Ok(());
+        }
+        let path = match place(path) {
+            Placement::Keep(p) => p,
+            Placement::Filtered(top) => {
+                *self.filtered.entry(top).or_default() += 1;
+                return Ok(());
+            }
+        };
+        let header = entry.header().clone();
+        let bad = |e: std::io::Error| bad_layer(desc, format!("tar header of {path}: {e}"));
+        let uid = u32::try_from(header.uid().map_err(bad)?).map_err(|e| bad_layer(desc, e))?;
+        let gid = u32::try_from(header.gid().map_err(bad)?).map_err(|e| bad_layer(desc, e))?;
+        let mode = header.mode().map_err(bad)? & 0o7777;
+        let xattrs =
+            pax_xattrs(entry).map_err(|e| bad_layer(desc, format!("xattrs of {path}: {e}")))?;
+        let (parent, name) = self
+            .parent(desc, &path, true)?
+            .ok_or_else(|| bad_layer(desc, format!("cannot create the parent of {path}")))?;
+        let existing = Self::lookup(&parent, &name)?;
+        let ctx = || format!("adding {path}");
+        let kind = header.entry_type();
+        if kind.is_dir() {
+            let meta = write_dirmeta(self.repo, uid, gid, mode, xattrs.as_ref())?;
+            let dir = match existing {
+                Node::Dir(d) => d,
+                Node::File(_) => {
+                    parent.remove(&name, false).context_with(ctx)?;
+                    parent.ensure_dir(&name).context_with(ctx)?
+                }
+                Node::Missing => parent.ensure_dir(&name).context_with(ctx)?,
+            };
+            dir.set_metadata_checksum(&meta);
+            return Ok(());
+        }
+        let xattrs = xattrs.unwrap_or_else(empty_xattrs);
+        let checksum = match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                let size = entry.size();
+                let w = self
+                    .repo
+                    .write_regfile(None, uid, gid, libc_s_ifreg() | mode, size, Some(&xattrs))
+                    .context_with(ctx)?;
+                stream_content(entry, &w, size, desc, &path)?;
+                w.finish(gio::Cancellable::NONE)
+                    .context_with(ctx)?
+                    .to_string()
+            }
+            tar::EntryType::Symlink => {
+                let target = entry
+                    .link_name_bytes()
+                    .ok_or_else(|| bad_layer(desc, format!("symlink {path} without target")))?;
+                let target = std::str::from_utf8(&target)
+                    .map_err(|_| bad_layer(desc, format!("symlink {path}: target not UTF-8")))?
+                    .to_string();
+                self.repo
+                    .write_symlink(
+                        None,
+                        uid,
+                        gid,
+                        Some(&xattrs),
+                        &target,
+                        gio::Cancellable::NONE,
+                    )
+                    .context_with(ctx)?
+                    .to_string()
+            }
+            tar::EntryType::Link => {
+                let raw = entry
+                    .link_name_bytes()
+                    .ok_or_else(|| bad_layer(desc, format!("hard link {path} without target")))?;
+                let unsafe_target = |reason: String| Error::UnsafeEntry {
+                    digest: desc.digest().to_string(),
+                    path: format!("{path} -> {}", String::from_utf8_lossy(&raw)),
+                    reason,
+                };
+                let target =
+                    normalize_entry_path(&raw).map_err(|r| unsafe_target(r.to_string()))?;
+                let target = match place(&target) {
+                    Placement::Keep(t) => t,
+                    Placement::Filtered(_) => {
+                        return Err(unsafe_target(
+                            "hard link to content outside the image tree".into(),
+                        ))
+                    }
+                };
+                let found = match self.parent(desc, &target, false)? {
+                    Some((p, n)) => Self::lookup(&p, &n)?,
+                    None => Node::Missing,
+                };
+                match found {
+                    Node::File(c) => c,
+                    _ => {
+                        return Err(unsafe_target(
+                            "hard link target is not a file in the tree".into(),
+                        ))
+                    }
+                }
+            }
+            other => {
+                return Err(bad_layer(
+                    desc,
+                    format!("{path}: {other:?} entries cannot be stored in ostree"),
+                ))
+            }
+        };
+        if let Node::Dir(_) = existing {
+            parent.remove(&name, false).context_with(ctx)?;
+        }
+        parent.replace_file(&name, &checksum).context_with(ctx)?;
+        Ok(())
+    }
+
+    /// Writes the tree and a commit on top of `base`.
+    fn commit(&self, base: &str, version: Option<&str>, timestamp: Option<u64>) -> Result<String> {
+        let root = self
+            .repo
+            .write_mtree(&self.root, gio::Cancellable::NONE)
+            .context_with(|| "writing the derived tree".into())?;
+        let root = root
+            .downcast::<ostree::RepoFile>()
+            .map_err(|_| Error::BadCommit {
+                commit: base.to_string(),
+                reason: "write_mtree did not return a repository file".into(),
+            })?;
+        let meta = glib::VariantDict::new(Some(&self.base_meta));
+        let bootable = meta.contains("ostree.bootable");
+        // The base's package list does not describe the derived tree.
+        for key in [
+            "rpmostree.rpmdb.pkglist",
+            "strata.packages",
+            "ostree.linux",
+            "ostree.bootable",
+        ] {
+            meta.remove(key);
+        }
+        if let Some(v) = version {
+            meta.insert("version", v);
+        }
+        if bootable {
+            ostree::commit_metadata_for_bootable(&root, &meta, gio::Cancellable::NONE)
+                .context_with(|| "finding the kernel of the derived tree".into())?;
+        }
+        let (base_v, _) = self
+            .repo
+            .load_commit(base)
+            .context_with(|| format!("loading commit {base}"))?;
+        let time = timestamp.unwrap_or_else(|| ostree::commit_get_timestamp(&base_v));
+        let commit = self
+            .repo
+            .write_commit_with_time(
+                Some(base),
+                None,
+                None,
+                Some(&meta.end()),
+                &root,
+                time,
+                gio::Cancellable::NONE,
+            )
+            .context_with(|| "writing the derived commit".into())?;
+        Ok(commit.to_string())
+    }
+}
+
+fn empty_xattrs() -> glib::Variant {
+    Vec::<(Vec<u8>, Vec<u8>)>::new().to_variant()
+}
+
+/// `SCHILY.xattr.*` PAX records of an entry as an ostree xattrs variant.
+fn pax_xattrs<R: Read>(entry: &mut tar::Entry<R>) -> std::io::Result<Option<glib::Variant>> {
+    let Some(exts) = entry.pax_extensions()? else {
+        return Ok(None);
+    };
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for ext in exts {
+        let ext = ext?;
+        if let Some(name) = ext.key_bytes().strip_prefix(b"SCHILY.xattr.") {
+            let mut n = name.to_vec();
+            n.push(0);
+            pairs.push((n, ext.value_bytes().to_vec()));
+        }
+    }
+    if pairs.is_empty() {
+        return Ok(None);
+    }
+    pairs.sort();
+    Ok(Some(pairs.to_variant()))
+}
+
+fn write_dirmeta(
+    repo: &ostree::Repo,
+    uid: u32,
+    gid: u32,
+    mode: u32,
+    xattrs: Option<&glib::Variant>,
+) -> Result<String> {
+    let info = gio::FileInfo::new();
+    info.set_attribute_uint32("unix::uid", uid);
+    info.set_attribute_uint32("unix::gid", gid);
+    info.set_attribute_uint32("unix::mode", libc_s_ifdir() | mode);
+    let v = ostree::create_directory_metadata(&info, xattrs);
+    let c = repo
+        .write_metadata(
+            ostree::ObjectType::DirMeta,
+            None,
+            &v,
+            gio::Cancellable::NONE,
+        )
+        .context_with(|| "writing directory metadata".into())?;
+    Ok(c.to_hex())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_paths() {
+        let c = "a86d80a3e9ff77c2e3144c787b7769b300f91ffd770221aac27bab854960b964";
+        let rest = format!("{}/{}.file", &c[..2], &c[2..]);
+        assert_eq!(parse_object_path(&rest), Some((c.to_string(), "file")));
+        let x = format!("{}/{}.file-xattrs-link", &c[..2], &c[2..]);
+        assert_eq!(parse_object_path(&x).map(|p| p.1), Some("file-xattrs-link"));
+        for bad in [
+            "a8/6d.file",
+            "a8",
+            "zz/6d80a3e9ff77c2e3144c787b7769b300f91ffd770221aac27bab854960b964.file",
+        ] {
+            assert_eq!(parse_object_path(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn derived_placement() {
+        let cases = [
+            ("usr/bin/kubelet", Placement::Keep("usr/bin/kubelet".into())),
+            (
+                "etc/crio/crio.conf",
+                Placement::Keep("usr/etc/crio/crio.conf".into()),
+            ),
+            ("etc", Placement::Keep("usr/etc".into())),
+            ("var/lib/x", Placement::Keep("var/lib/x".into())),
+            ("tmp", Placement::Keep("tmp".into())),
+            ("tmp/junk", Placement::Filtered("tmp".into())),
+            ("opt/app/bin", Placement::Filtered("opt".into())),
+            ("boot/vmlinuz", Placement::Filtered("boot".into())),
+        ];
+        for (p, want) in cases {
+            assert_eq!(place(p), want, "{p}");
+        }
+    }
+}

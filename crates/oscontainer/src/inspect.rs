@@ -1,0 +1,436 @@
+//! What is in an image, and what changes between two.
+//!
+//! `strata inspect` and `strata diff` print these structs (as text or
+//! `--json`); they are plain serializable data so that the CLI only formats.
+//! Packages come from the ostree commit's metadata (rpm-ostree's
+//! `rpmostree.rpmdb.pkglist`, or the same-shaped `strata.packages`, type
+//! `a(sssss)`: name, epoch, version, release, arch), read from the commit
+//! object in the first layer — no repository needed — then updated by the
+//! `strata.packages` annotation (a JSON list) of each derived layer.
+//!
+//! This module only reads images.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+
+use ostree::glib;
+use serde::{Deserialize, Serialize};
+
+use crate::chunking::COMPONENTS_ANNOTATION;
+use crate::encapsulate::{LABEL_COMMIT, LABEL_VERSION};
+use crate::error::{Error, Result};
+use crate::import::{labels_of, split_layers};
+use crate::layout::{Layout, ResolvedImage};
+use crate::tarball::normalize_entry_path;
+use crate::transport::{ImageRef, TransportOptions};
+
+/// Layer annotation of derived layers: JSON list of the [`Package`]s the
+/// layer adds or replaces.
+pub const PACKAGES_ANNOTATION: &str = "strata.packages";
+/// Commit metadata key with the package list (rpm-ostree's).
+pub const RPMOSTREE_PKGLIST: &str = "rpmostree.rpmdb.pkglist";
+/// Commit metadata key with the package list (strata's, same type).
+pub const STRATA_PKGLIST: &str = "strata.packages";
+
+/// An installed package.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Package {
+    /// Name.
+    pub name: String,
+    /// `[epoch:]version-release`.
+    pub evr: String,
+    /// Architecture.
+    pub arch: String,
+}
+
+/// What a layer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LayerKind {
+    /// The ostree commit and metadata.
+    Commit,
+    /// ostree content objects.
+    Chunk,
+    /// A plain layer on top (derived image).
+    Derived,
+}
+
+/// One layer as `inspect` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LayerSummary {
+    /// Blob digest.
+    pub digest: String,
+    /// Compressed size.
+    pub size: u64,
+    /// Media type.
+    pub media_type: String,
+    /// Kind.
+    pub kind: LayerKind,
+    /// Components (`ostree.components`).
+    pub components: Vec<String>,
+    /// History entry (`created_by`).
+    pub description: Option<String>,
+}
+
+/// What `inspect` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageInfo {
+    /// The reference inspected.
+    pub image: String,
+    /// Manifest digest.
+    pub manifest_digest: String,
+    /// Config digest.
+    pub config_digest: String,
+    /// `org.opencontainers.image.version`.
+    pub version: Option<String>,
+    /// The base ostree commit (`ostree.commit`).
+    pub ostree_commit: Option<String>,
+    /// Config `created`.
+    pub created: Option<String>,
+    /// All config labels.
+    pub labels: BTreeMap<String, String>,
+    /// Layers, bottom first.
+    pub layers: Vec<LayerSummary>,
+    /// Sum of layer sizes.
+    pub total_size: u64,
+    /// Packages, sorted by name and arch.
+    pub packages: Vec<Package>,
+}
+
+/// Inspects an image; a `docker://` image is pulled to a temporary layout
+/// first.
+pub fn inspect(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
+    match image {
+        ImageRef::Oci { dir, tag } => {
+            let layout = Layout::open(dir)?;
+            let resolved = layout.resolve(tag.as_deref())?;
+            info_of(&layout, &resolved, &image.to_string())
+        }
+        ImageRef::Docker { .. } => {
+            let tmp = tempfile::tempdir().map_err(|source| Error::Io {
+                context: "creating a temporary directory".into(),
+                source,
+            })?;
+            let local = crate::transport::pull(image, tmp.path(), "inspect", opts)?;
+            let mut info = inspect(&local, opts)?;
+            info.image = image.to_string();
+            Ok(info)
+        }
+    }
+}
+
+fn info_of(layout: &Layout, image: &ResolvedImage, name: &str) -> Result<ImageInfo> {
+    let labels: BTreeMap<String, String> = labels_of(image).into_iter().collect();
+    let split = split_layers(image, name).ok();
+    let history: Vec<Option<String>> = image
+        .config
+        .history()
+        .as_ref()
+        .map(|h| {
+            h.iter()
+                .filter(|e| !e.empty_layer().unwrap_or(false))
+                .map(|e| e.created_by().clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let layers: Vec<LayerSummary> = image
+        .manifest
+        .layers()
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let kind = match split {
+                Some(_) if i == 0 => LayerKind::Commit,
+                Some(s) if i <= s.last_ostree => LayerKind::Chunk,
+                _ => LayerKind::Derived,
+            };
+            let components = l
+                .annotations()
+                .as_ref()
+                .and_then(|a| a.get(COMPONENTS_ANNOTATION))
+                .map(|c| {
+                    c.split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            LayerSummary {
+                digest: l.digest().to_string(),
+                size: l.size(),
+                media_type: l.media_type().to_string(),
+                kind,
+                components,
+                description: history.get(i).cloned().flatten(),
+            }
+        })
+        .collect();
+
+    let mut packages: BTreeMap<(String, String), Package> = BTreeMap::new();
+    if split.is_some() {
+        if let Some(first) = image.manifest.layers().first() {
+            for p in commit_packages(layout, first)? {
+                packages.insert((p.name.clone(), p.arch.clone()), p);
+            }
+        }
+    }
+    for l in image.manifest.layers() {
+        if let Some(json) = l
+            .annotations()
+            .as_ref()
+            .and_then(|a| a.get(PACKAGES_ANNOTATION))
+        {
+            let list: Vec<Package> = serde_json::from_str(json).map_err(|source| Error::Json {
+                context: format!("{PACKAGES_ANNOTATION} annotation of layer {}", l.digest()),
+                source,
+            })?;
+            for p in list {
+                // A newer build of a package replaces any arch of the old one.
+                packages.retain(|(n, a), _| {
+                    !(n == &p.name && (a == &p.arch || p.arch == "noarch" || a == "noarch"))
+                });
+                packages.insert((p.name.clone(), p.arch.clone()), p);
+            }
+        }
+    }
+    Ok(ImageInfo {
+        image: name.to_string(),
+        manifest_digest: image.manifest_digest.clone(),
+        config_digest: image.manifest.config().digest().to_string(),
+        version: labels.get(LABEL_VERSION).cloned(),
+        ostree_commit: labels.get(LABEL_COMMIT).cloned(),
+        created: image.config.created().clone(),
+        total_size: layers.iter().map(|l| l.size).sum(),
+        labels,
+        layers,
+        packages: packages.into_values().collect(),
+    })
+}
+
+/// The package list in the commit object of a commit layer.
+fn commit_packages(layout: &Layout, desc: &oci_spec::image::Descriptor) -> Result<Vec<Package>> {
+    layout.verify_blob(desc)?;
+    let bad = |reason: String| Error::BadLayer {
+        digest: desc.digest().to_string(),
+        reason,
+    };
+    let mut archive = tar::Archive::new(layout.open_layer(desc)?);
+    for entry in archive.entries().map_err(|e| bad(e.to_string()))? {
+        let mut entry = entry.map_err(|e| bad(format!("reading tar: {e}")))?;
+        let Ok(path) = normalize_entry_path(&entry.path_bytes()) else {
+            continue;
+        };
+        if !(path.starts_with("sysroot/ostree/repo/objects/") && path.ends_with(".commit")) {
+            continue;
+        }
+        if entry.size() > 10 * 1024 * 1024 {
+            return Err(bad("commit object too large".into()));
+        }
+        let mut data = Vec::new();
+        entry
+            .read_to_end(&mut data)
+            .map_err(|e| bad(format!("reading the commit object: {e}")))?;
+        let v = glib::Variant::from_data_with_type(
+            &data,
+            &ostree::metadata_variant_type(ostree::ObjectType::Commit),
+        );
+        let (meta, ..) = v
+            .try_get::<ostree::CommitVariantType>()
+            .map_err(|e| bad(format!("bad commit object: {e}")))?;
+        type PkgList = Vec<(String, String, String, String, String)>;
+        let list = [RPMOSTREE_PKGLIST, STRATA_PKGLIST]
+            .iter()
+            .find_map(|k| meta.lookup::<PkgList>(k).ok().flatten())
+            .unwrap_or_default();
+        return Ok(list
+            .into_iter()
+            .map(|(name, epoch, version, release, arch)| Package {
+                name,
+                evr: if epoch.is_empty() || epoch == "0" {
+                    format!("{version}-{release}")
+                } else {
+                    format!("{epoch}:{version}-{release}")
+                },
+                arch,
+            })
+            .collect());
+    }
+    Err(bad("no commit object in the first layer".into()))
+}
+
+/// A package in both images with another version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PackageChange {
+    /// Name.
+    pub name: String,
+    /// Architecture.
+    pub arch: String,
+    /// `evr` in the first image.
+    pub from: String,
+    /// `evr` in the second image.
+    pub to: String,
+}
+
+/// What `diff` reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageDiff {
+    /// The first image.
+    pub from: String,
+    /// The second image.
+    pub to: String,
+    /// Packages only in the second image.
+    pub packages_added: Vec<Package>,
+    /// Packages only in the first image.
+    pub packages_removed: Vec<Package>,
+    /// Packages whose version changed.
+    pub packages_changed: Vec<PackageChange>,
+    /// Layer digests in both.
+    pub layers_shared: Vec<String>,
+    /// Layers of the second image a client holding the first must fetch.
+    pub layers_added: Vec<LayerSummary>,
+    /// Layers of the first image the second no longer has.
+    pub layers_removed: Vec<LayerSummary>,
+    /// Bytes a client holding the first image downloads for the second.
+    pub download_bytes: u64,
+}
+
+impl ImageDiff {
+    /// Compares two inspected images.
+    pub fn between(a: &ImageInfo, b: &ImageInfo) -> ImageDiff {
+        let key = |p: &Package| (p.name.clone(), p.arch.clone());
+        let pa: BTreeMap<_, _> = a.packages.iter().map(|p| (key(p), p)).collect();
+        let pb: BTreeMap<_, _> = b.packages.iter().map(|p| (key(p), p)).collect();
+        let mut packages_changed = Vec::new();
+        for (k, old) in &pa {
+            if let Some(new) = pb.get(k) {
+                if old.evr != new.evr {
+                    packages_changed.push(PackageChange {
+                        name: k.0.clone(),
+                        arch: k.1.clone(),
+                        from: old.evr.clone(),
+                        to: new.evr.clone(),
+                    });
+                }
+            }
+        }
+        let da: BTreeSet<&str> = a.layers.iter().map(|l| l.digest.as_str()).collect();
+        let db: BTreeSet<&str> = b.layers.iter().map(|l| l.digest.as_str()).collect();
+        let mut seen = BTreeSet::new();
+        let layers_added: Vec<LayerSummary> = b
+            .layers
+            .iter()
+            .filter(|l| !da.contains(l.digest.as_str()) && seen.insert(l.digest.clone()))
+            .cloned()
+            .collect();
+        ImageDiff {
+            from: a.image.clone(),
+            to: b.image.clone(),
+            packages_added: pb
+                .iter()
+                .filter(|(k, _)| !pa.contains_key(*k))
+                .map(|(_, p)| (*p).clone())
+                .collect(),
+            packages_removed: pa
+                .iter()
+                .filter(|(k, _)| !pb.contains_key(*k))
+                .map(|(_, p)| (*p).clone())
+                .collect(),
+            packages_changed,
+            layers_shared: b
+                .layers
+                .iter()
+                .filter(|l| da.contains(l.digest.as_str()))
+                .map(|l| l.digest.clone())
+                .collect(),
+            download_bytes: layers_added.iter().map(|l| l.size).sum(),
+            layers_added,
+            layers_removed: a
+                .layers
+                .iter()
+                .filter(|l| !db.contains(l.digest.as_str()))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// Inspects both images and compares them.
+pub fn diff(a: &ImageRef, b: &ImageRef, opts: &TransportOptions) -> Result<ImageDiff> {
+    Ok(ImageDiff::between(&inspect(a, opts)?, &inspect(b, opts)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pkg(name: &str, evr: &str) -> Package {
+        Package {
+            name: name.into(),
+            evr: evr.into(),
+            arch: "x86_64".into(),
+        }
+    }
+
+    fn layer(d: &str, size: u64) -> LayerSummary {
+        LayerSummary {
+            digest: d.into(),
+            size,
+            media_type: "application/vnd.oci.image.layer.v1.tar+gzip".into(),
+            kind: LayerKind::Chunk,
+            components: vec![],
+            description: None,
+        }
+    }
+
+    fn info(name: &str, packages: Vec<Package>, layers: Vec<LayerSummary>) -> ImageInfo {
+        ImageInfo {
+            image: name.into(),
+            manifest_digest: String::new(),
+            config_digest: String::new(),
+            version: None,
+            ostree_commit: None,
+            created: None,
+            labels: BTreeMap::new(),
+            total_size: layers.iter().map(|l| l.size).sum(),
+            layers,
+            packages,
+        }
+    }
+
+    #[test]
+    fn diff_of_two_images() {
+        let a = info(
+            "a",
+            vec![
+                pkg("bash", "5.1-1"),
+                pkg("glibc", "2.28-1"),
+                pkg("old", "1-1"),
+            ],
+            vec![layer("c1", 10), layer("l1", 100), layer("l2", 200)],
+        );
+        let b = info(
+            "b",
+            vec![
+                pkg("bash", "5.1-1"),
+                pkg("glibc", "2.28-2"),
+                pkg("new", "1-1"),
+            ],
+            vec![layer("c2", 11), layer("l1", 100), layer("l3", 300)],
+        );
+        let d = ImageDiff::between(&a, &b);
+        assert_eq!(d.packages_added, vec![pkg("new", "1-1")]);
+        assert_eq!(d.packages_removed, vec![pkg("old", "1-1")]);
+        assert_eq!(
+            d.packages_changed,
+            vec![PackageChange {
+                name: "glibc".into(),
+                arch: "x86_64".into(),
+                from: "2.28-1".into(),
+                to: "2.28-2".into()
+            }]
+        );
+        assert_eq!(d.layers_shared, vec!["l1".to_string()]);
+        assert_eq!(d.download_bytes, 311);
+        assert_eq!(d.layers_removed.len(), 2);
+    }
+}

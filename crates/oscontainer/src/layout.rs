@@ -1,0 +1,221 @@
+//! Reading and writing OCI image layout directories.
+//!
+//! One layout (the workdir's `W/oci`) holds many images sharing one blob
+//! store; images are named by the `org.opencontainers.image.ref.name`
+//! annotation in `index.json`. Writing goes through `ocidir` (atomic blob and
+//! index writes, canonical JSON). Reading is done here so that every blob is
+//! checked against its descriptor — present, right size, right sha256 — before
+//! a byte of it is trusted, and so that each failure names the blob.
+//!
+//! This module knows nothing about ostree.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest, MediaType};
+use ocidir::cap_std;
+use sha2::{Digest as _, Sha256};
+
+use crate::error::{Context, Error, Result};
+
+/// The index annotation naming a tag.
+pub const TAG_ANNOTATION: &str = "org.opencontainers.image.ref.name";
+
+/// An image resolved in a layout: its manifest and config, both verified.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedImage {
+    pub manifest_digest: String,
+    pub manifest: ImageManifest,
+    pub config: ImageConfiguration,
+}
+
+/// An OCI image layout directory.
+#[derive(Debug)]
+pub(crate) struct Layout {
+    path: PathBuf,
+}
+
+impl Layout {
+    /// Opens an existing layout.
+    pub(crate) fn open(path: &Path) -> Result<Layout> {
+        if !path.join("oci-layout").is_file() {
+            return Err(Error::Io {
+                context: format!("{} is not an OCI image layout", path.display()),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
+        Ok(Layout {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens `path` for writing with ocidir, creating the layout if needed.
+    pub(crate) fn ocidir(path: &Path) -> Result<ocidir::OciDir> {
+        std::fs::create_dir_all(path).context_with(|| format!("creating {}", path.display()))?;
+        let dir = cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority())
+            .context_with(|| format!("opening {}", path.display()))?;
+        ocidir::OciDir::ensure(dir).map_err(|source| Error::Layout {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// The layout's index.
+    pub(crate) fn index(&self) -> Result<ImageIndex> {
+        let p = self.path.join("index.json");
+        let f = File::open(&p).context_with(|| format!("opening {}", p.display()))?;
+        serde_json::from_reader(BufReader::new(f))
+            .context_with(|| format!("parsing {}", p.display()))
+    }
+
+    /// The manifest descriptor tagged `tag`; without a tag, the only one.
+    pub(crate) fn manifest_descriptor(&self, tag: Option<&str>) -> Result<Descriptor> {
+        let index = self.index()?;
+        let found: Vec<&Descriptor> = index
+            .manifests()
+            .iter()
+            .filter(|d| match tag {
+                Some(t) => d
+                    .annotations()
+                    .as_ref()
+                    .and_then(|a| a.get(TAG_ANNOTATION))
+                    .is_some_and(|v| v == t),
+                None => true,
+            })
+            .collect();
+        match (found.as_slice(), tag) {
+            ([one], _) => Ok((*one).clone()),
+            // Tags are unique in a layout ocidir writes; take the newest.
+            ([.., last], Some(_)) => Ok((*last).clone()),
+            ([], _) => Err(Error::TagNotFound {
+                layout: self.path.clone(),
+                tag: tag.unwrap_or("").to_string(),
+            }),
+            (_, None) => Err(Error::TagNotFound {
+                layout: self.path.clone(),
+                tag: "(none given, and the layout holds several images)".into(),
+            }),
+        }
+    }
+
+    /// Resolves `tag` to its verified manifest and config.
+    pub(crate) fn resolve(&self, tag: Option<&str>) -> Result<ResolvedImage> {
+        let desc = self.manifest_descriptor(tag)?;
+        if desc.media_type() != &MediaType::ImageManifest {
+            return Err(Error::NotOstreeImage {
+                image: format!("{}:{}", self.path.display(), tag.unwrap_or("")),
+                reason: format!("{} is not an image manifest", desc.media_type()),
+            });
+        }
+        let manifest: ImageManifest = self.read_json(&desc, "manifest")?;
+        let config: ImageConfiguration = self.read_json(manifest.config(), "image config")?;
+        Ok(ResolvedImage {
+            manifest_digest: desc.digest().to_string(),
+            manifest,
+            config,
+        })
+    }
+
+    /// Where a blob lives; refuses digests that are not sha256 hex.
+    pub(crate) fn blob_path(&self, desc: &Descriptor) -> Result<PathBuf> {
+        let digest = desc.digest();
+        let hex = digest.digest();
+        if digest.algorithm().as_ref() != "sha256"
+            || hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        {
+            return Err(Error::BadLayer {
+                digest: digest.to_string(),
+                reason: "only sha256 digests are supported".into(),
+            });
+        }
+        Ok(self.path.join("blobs/sha256").join(hex))
+    }
+
+    /// Checks that a blob exists, has the descriptor's size and hashes to its
+    /// digest.
+    pub(crate) fn verify_blob(&self, desc: &Descriptor) -> Result<()> {
+        let path = self.blob_path(desc)?;
+        let digest = desc.digest().to_string();
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::MissingBlob {
+                    layout: self.path.clone(),
+                    digest,
+                })
+            }
+            Err(e) => return Err(e).context_with(|| format!("opening {}", path.display())),
+        };
+        let found = f
+            .metadata()
+            .context_with(|| format!("reading {}", path.display()))?
+            .len();
+        if found != desc.size() {
+            return Err(Error::SizeMismatch {
+                digest,
+                expected: desc.size(),
+                found,
+            });
+        }
+        let mut hasher = Sha256::new();
+        std::io::copy(&mut BufReader::with_capacity(1 << 20, f), &mut hasher)
+            .context_with(|| format!("reading {}", path.display()))?;
+        let found = format!("sha256:{}", hex::encode(hasher.finalize()));
+        if found != digest {
+            return Err(Error::DigestMismatch { digest, found });
+        }
+        Ok(())
+    }
+
+    /// Reads a verified JSON blob.
+    pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        desc: &Descriptor,
+        what: &str,
+    ) -> Result<T> {
+        self.verify_blob(desc)?;
+        let path = self.blob_path(desc)?;
+        let data = std::fs::read(&path).context_with(|| format!("reading {}", path.display()))?;
+        serde_json::from_slice(&data).context_with(|| format!("parsing {what} {}", desc.digest()))
+    }
+
+    /// Opens a layer blob (verify it first) and decompresses it by media type.
+    pub(crate) fn open_layer(&self, desc: &Descriptor) -> Result<Box<dyn Read + Send>> {
+        let path = self.blob_path(desc)?;
+        let f = File::open(&path).context_with(|| format!("opening {}", path.display()))?;
+        decompressor(desc, BufReader::with_capacity(1 << 20, f))
+    }
+}
+
+/// A decompressing reader for a layer of the descriptor's media type.
+pub(crate) fn decompressor(
+    desc: &Descriptor,
+    r: impl std::io::BufRead + Send + 'static,
+) -> Result<Box<dyn Read + Send>> {
+    let docker_gzip = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+    let docker_tar = "application/vnd.docker.image.rootfs.diff.tar";
+    Ok(match desc.media_type() {
+        MediaType::ImageLayerGzip | MediaType::ImageLayerNonDistributableGzip => {
+            Box::new(flate2::bufread::GzDecoder::new(r))
+        }
+        MediaType::ImageLayerZstd | MediaType::ImageLayerNonDistributableZstd => Box::new(
+            zstd::stream::read::Decoder::with_buffer(r).map_err(|e| Error::BadLayer {
+                digest: desc.digest().to_string(),
+                reason: format!("zstd: {e}"),
+            })?,
+        ),
+        MediaType::ImageLayer | MediaType::ImageLayerNonDistributable => Box::new(r),
+        MediaType::Other(t) if t == docker_gzip => Box::new(flate2::bufread::GzDecoder::new(r)),
+        MediaType::Other(t) if t == docker_tar => Box::new(r),
+        other => {
+            return Err(Error::BadLayer {
+                digest: desc.digest().to_string(),
+                reason: format!("unsupported layer media type {other}"),
+            })
+        }
+    })
+}

@@ -1,0 +1,44 @@
+//! ostree commits ⇄ OCI images, the one place in strata that knows the OCI
+//! layout.
+//!
+//! Base images are written in the ostree-ext container format so that real
+//! clients (bootc, rpm-ostree, ostree-ext) import them and get the identical
+//! commit; layers are chunked by component so updates download little, and
+//! every byte is reproducible from the commit and SOURCE_DATE_EPOCH. Other
+//! crates hand this crate a commit or an image reference; none of them reads
+//! or writes `index.json`, manifests or layer blobs themselves.
+//!
+//! Modules:
+//! - [`chunking`]: packs opaque components into at most N layers, stably
+//!   across builds (the [`LayerMap`]).
+//! - [`encapsulate`](mod@encapsulate): commit → image (commit layer + chunks),
+//!   labels, parallel compression.
+//! - [`import`](mod@import): image → commit, including derived (non-ostree) layers with OCI
+//!   whiteouts; refuses corrupt or hostile input.
+//! - [`inspect`](mod@inspect): labels, layers, packages of an image; the diff of two images.
+//! - [`transport`]: image references, push and pull with skopeo.
+//! - `layout` (private): verified reading of OCI layouts.
+//! - `commit` (private): an ostree commit as plain data.
+//! - `tarball`, `compress` (private): deterministic tar and gzip/zstd.
+//!
+//! Errors are [`Error`]; nothing here panics on bad input.
+
+pub mod chunking;
+mod commit;
+mod compress;
+pub mod encapsulate;
+mod error;
+pub mod import;
+pub mod inspect;
+mod layout;
+mod tarball;
+pub mod transport;
+
+pub use chunking::{Component, LayerMap};
+pub use compress::Compression;
+pub use encapsulate::{encapsulate, ContentMap, EncapsulateOptions, Encapsulated, LayerInfo};
+pub use error::{Error, Result};
+pub use import::{import, ImportOptions, Imported};
+pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
+pub use layout::TAG_ANNOTATION;
+pub use transport::{pull, push, ImageRef, TransportOptions};

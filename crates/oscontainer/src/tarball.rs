@@ -1,0 +1,336 @@
+//! Deterministic tar writing and safe tar path handling.
+//!
+//! Layers must be byte-identical across runs and machines, so this module
+//! writes tar headers itself instead of trusting a library's defaults: GNU
+//! format, the caller's fixed mtime, numeric uid/gid only (no user or group
+//! names), GNU `L`/`K` records for long names, base-256 for numbers that do not
+//! fit in octal. Names and link targets are written exactly as given — a
+//! symlink target like `../..//sbin/chkconfig` is content, and rewriting it
+//! would change the ostree checksum of the file.
+//!
+//! The reading side ([`normalize_entry_path`]) turns a tar entry name into a
+//! relative path with no `.` or `..` parts, or refuses it. This module must not
+//! know about ostree or OCI; it only speaks tar.
+
+use std::io::{self, Read, Write};
+
+/// Size of a tar block.
+const BLOCK: usize = 512;
+
+/// Owner and permission bits of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Meta {
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits including setuid/setgid/sticky (`mode & 0o7777`).
+    pub mode: u32,
+}
+
+impl Meta {
+    /// root:root with the given permissions.
+    pub(crate) fn root(mode: u32) -> Self {
+        Self {
+            uid: 0,
+            gid: 0,
+            mode,
+        }
+    }
+}
+
+/// Writes a tar stream entry by entry; [`TarWriter::finish`] writes the
+/// end-of-archive marker.
+pub(crate) struct TarWriter<W: Write> {
+    out: W,
+    mtime: u64,
+}
+
+impl<W: Write> TarWriter<W> {
+    /// A writer that stamps every entry with `mtime`.
+    pub(crate) fn new(out: W, mtime: u64) -> Self {
+        Self { out, mtime }
+    }
+
+    /// A directory; `path` gets a trailing `/`.
+    pub(crate) fn dir(&mut self, path: &str, meta: Meta) -> io::Result<()> {
+        let name = if path.ends_with('/') {
+            path.to_string()
+        } else {
+            format!("{path}/")
+        };
+        self.entry(name.as_bytes(), b'5', meta, 0, b"")
+    }
+
+    /// A regular file of `size` bytes read from `data`; fails if `data` has
+    /// fewer bytes.
+    pub(crate) fn file(
+        &mut self,
+        path: &str,
+        meta: Meta,
+        size: u64,
+        data: &mut dyn Read,
+    ) -> io::Result<()> {
+        self.entry(path.as_bytes(), b'0', meta, size, b"")?;
+        let copied = io::copy(&mut data.take(size), &mut self.out)?;
+        if copied != size {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{path}: expected {size} bytes, read {copied}"),
+            ));
+        }
+        self.pad(size)
+    }
+
+    /// A regular file from a buffer.
+    pub(crate) fn data(&mut self, path: &str, meta: Meta, data: &[u8]) -> io::Result<()> {
+        self.file(path, meta, data.len() as u64, &mut &data[..])
+    }
+
+    /// A symbolic link; `target` is stored verbatim.
+    pub(crate) fn symlink(&mut self, path: &str, meta: Meta, target: &str) -> io::Result<()> {
+        self.entry(path.as_bytes(), b'2', meta, 0, target.as_bytes())
+    }
+
+    /// A hard link to an earlier entry of this stream.
+    pub(crate) fn hardlink(&mut self, path: &str, meta: Meta, target: &str) -> io::Result<()> {
+        self.entry(path.as_bytes(), b'1', meta, 0, target.as_bytes())
+    }
+
+    /// Writes the end-of-archive marker and returns the inner writer.
+    pub(crate) fn finish(mut self) -> io::Result<W> {
+        self.out.write_all(&[0u8; 2 * BLOCK])?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+
+    fn pad(&mut self, size: u64) -> io::Result<()> {
+        let rem = (size % BLOCK as u64) as usize;
+        if rem != 0 {
+            self.out.write_all(&[0u8; BLOCK][..BLOCK - rem])?;
+        }
+        Ok(())
+    }
+
+    fn entry(
+        &mut self,
+        name: &[u8],
+        kind: u8,
+        meta: Meta,
+        size: u64,
+        link: &[u8],
+    ) -> io::Result<()> {
+        if name.contains(&0) || link.contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "NUL byte in tar entry name",
+            ));
+        }
+        if link.len() > 100 {
+            self.long_record(b'K', link)?;
+        }
+        if name.len() > 100 {
+            self.long_record(b'L', name)?;
+        }
+        let h = header(
+            &name[..name.len().min(100)],
+            kind,
+            meta,
+            size,
+            &link[..link.len().min(100)],
+            self.mtime,
+        );
+        self.out.write_all(&h)
+    }
+
+    /// GNU long name (`L`) or long link (`K`) record.
+    fn long_record(&mut self, kind: u8, value: &[u8]) -> io::Result<()> {
+        let size = value.len() as u64 + 1;
+        let h = header(b"././@LongLink", kind, Meta::root(0o644), size, b"", 0);
+        self.out.write_all(&h)?;
+        self.out.write_all(value)?;
+        self.out.write_all(&[0])?;
+        self.pad(size)
+    }
+}
+
+/// One GNU tar header block.
+fn header(name: &[u8], kind: u8, meta: Meta, size: u64, link: &[u8], mtime: u64) -> [u8; BLOCK] {
+    let mut h = [0u8; BLOCK];
+    h[..name.len()].copy_from_slice(name);
+    numeric(&mut h[100..108], u64::from(meta.mode & 0o7777));
+    numeric(&mut h[108..116], u64::from(meta.uid));
+    numeric(&mut h[116..124], u64::from(meta.gid));
+    numeric(&mut h[124..136], size);
+    numeric(&mut h[136..148], mtime);
+    h[156] = kind;
+    h[157..157 + link.len()].copy_from_slice(link);
+    h[257..263].copy_from_slice(b"ustar ");
+    h[263..265].copy_from_slice(b" \0");
+    // The checksum is computed with its own field set to spaces.
+    h[148..156].copy_from_slice(b"        ");
+    let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
+    let cksum = format!("{sum:06o}\0 ");
+    h[148..156].copy_from_slice(cksum.as_bytes());
+    h
+}
+
+/// Writes `value` as zero-padded octal with a NUL terminator, or as GNU
+/// base-256 when it does not fit.
+fn numeric(field: &mut [u8], value: u64) {
+    let digits = field.len() - 1;
+    if value < 1u64 << (3 * digits) {
+        let s = format!("{value:0digits$o}");
+        field[..digits].copy_from_slice(s.as_bytes());
+        field[digits] = 0;
+    } else {
+        field.fill(0);
+        let bytes = value.to_be_bytes();
+        let n = field.len();
+        field[n - 8..].copy_from_slice(&bytes);
+        field[0] |= 0x80;
+    }
+}
+
+/// Why a tar entry name is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PathError {
+    Absolute,
+    ParentDir,
+    Empty,
+    NotUtf8,
+}
+
+impl std::fmt::Display for PathError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PathError::Absolute => "absolute path",
+            PathError::ParentDir => "path contains `..`",
+            PathError::Empty => "empty path",
+            PathError::NotUtf8 => "path is not UTF-8",
+        })
+    }
+}
+
+/// Normalizes a tar entry name to a relative path without `.`/`..` parts or
+/// trailing slash (`./usr//bin/` → `usr/bin`). The root itself (`.`, `./`)
+/// becomes the empty string. Absolute names and `..` are refused: a layer
+/// must not name anything outside the root.
+pub(crate) fn normalize_entry_path(raw: &[u8]) -> Result<String, PathError> {
+    let s = std::str::from_utf8(raw).map_err(|_| PathError::NotUtf8)?;
+    if s.is_empty() {
+        return Err(PathError::Empty);
+    }
+    if s.starts_with('/') {
+        return Err(PathError::Absolute);
+    }
+    let mut parts = Vec::new();
+    for part in s.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(PathError::ParentDir),
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_back(bytes: &[u8]) -> Vec<(String, tar::EntryType, u64, Option<String>, u64, u64)> {
+        let mut a = tar::Archive::new(bytes);
+        a.entries()
+            .unwrap()
+            .map(|e| {
+                let mut e = e.unwrap();
+                let path = String::from_utf8(e.path_bytes().into_owned()).unwrap();
+                let link = e
+                    .link_name_bytes()
+                    .map(|l| String::from_utf8(l.into_owned()).unwrap());
+                let h = e.header().clone();
+                let mut data = Vec::new();
+                e.read_to_end(&mut data).unwrap();
+                (
+                    path,
+                    h.entry_type(),
+                    data.len() as u64,
+                    link,
+                    h.uid().unwrap(),
+                    h.mtime().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn writes_entries_the_tar_crate_reads_back() {
+        let long = format!("usr/{}/file", "d".repeat(150));
+        let long_target = format!("../{}", "t".repeat(140));
+        let mut w = TarWriter::new(Vec::new(), 7);
+        w.dir("usr", Meta::root(0o755)).unwrap();
+        w.data("usr/a", Meta::root(0o644), b"hello").unwrap();
+        w.data(&long, Meta::root(0o644), b"x").unwrap();
+        w.symlink("usr/denormal", Meta::root(0o777), "../..//sbin/x")
+            .unwrap();
+        w.symlink("usr/long", Meta::root(0o777), &long_target)
+            .unwrap();
+        w.hardlink("usr/b", Meta::root(0o644), "usr/a").unwrap();
+        let big_uid = Meta {
+            uid: 4_000_000_000,
+            gid: 5,
+            mode: 0o4755,
+        };
+        w.data("usr/suid", big_uid, b"").unwrap();
+        let bytes = w.finish().unwrap();
+        assert_eq!(bytes.len() % 512, 0);
+        let entries = read_back(&bytes);
+        let names: Vec<&str> = entries.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "usr/",
+                "usr/a",
+                long.as_str(),
+                "usr/denormal",
+                "usr/long",
+                "usr/b",
+                "usr/suid"
+            ]
+        );
+        assert_eq!(entries[1].2, 5);
+        assert_eq!(entries[3].3.as_deref(), Some("../..//sbin/x"));
+        assert_eq!(entries[4].3.as_deref(), Some(long_target.as_str()));
+        assert_eq!(entries[5].1, tar::EntryType::Link);
+        assert_eq!(entries[6].4, 4_000_000_000);
+        assert!(entries.iter().all(|e| e.5 == 7));
+    }
+
+    #[test]
+    fn short_input_is_an_error() {
+        let mut w = TarWriter::new(Vec::new(), 0);
+        let err = w
+            .file("f", Meta::root(0o644), 10, &mut &b"abc"[..])
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn normalizes_and_refuses_paths() {
+        let cases: &[(&str, Result<&str, PathError>)] = &[
+            ("usr/bin/bash", Ok("usr/bin/bash")),
+            ("./usr//bin/", Ok("usr/bin")),
+            ("./", Ok("")),
+            (".", Ok("")),
+            ("usr/./lib", Ok("usr/lib")),
+            ("/etc/passwd", Err(PathError::Absolute)),
+            ("../etc/passwd", Err(PathError::ParentDir)),
+            ("usr/../../x", Err(PathError::ParentDir)),
+            ("", Err(PathError::Empty)),
+        ];
+        for (raw, want) in cases {
+            let got = normalize_entry_path(raw.as_bytes());
+            assert_eq!(got.as_deref().map_err(Clone::clone), want.clone(), "{raw}");
+        }
+        assert_eq!(normalize_entry_path(b"usr/\xff"), Err(PathError::NotUtf8));
+    }
+}

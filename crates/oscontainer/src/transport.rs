@@ -1,0 +1,212 @@
+//! Image references and registry transfer (skopeo).
+//!
+//! strata names images as `oci:DIR:TAG` (an OCI layout on disk),
+//! `docker://HOST/NAME:TAG` (a registry), or a bare tag meaning the workdir's
+//! layout. Moving images between a layout and a registry is skopeo's job, as
+//! it is for users: `skopeo copy --preserve-digests`, so that a pushed image
+//! keeps its manifest digest. This module parses references (pure) and runs
+//! skopeo through [`strata_process`]; it does not read layers.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// Where an image is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "transport", rename_all = "lowercase")]
+pub enum ImageRef {
+    /// `oci:DIR[:TAG]`: an OCI image layout directory.
+    Oci {
+        /// The layout directory.
+        dir: PathBuf,
+        /// The tag (`org.opencontainers.image.ref.name`); without one the
+        /// layout must hold a single image.
+        tag: Option<String>,
+    },
+    /// `docker://HOST/NAME[:TAG|@DIGEST]`: a registry.
+    Docker {
+        /// The reference without `docker://`.
+        reference: String,
+    },
+}
+
+impl ImageRef {
+    /// Parses `oci:DIR[:TAG]` or `docker://…`; a bare `TAG` (no `:` or `/`
+    /// before it) names that tag in `default_layout` when one is given.
+    pub fn parse(s: &str, default_layout: Option<&Path>) -> Result<ImageRef> {
+        let bad = |reason: &str| Error::BadReference {
+            reference: s.to_string(),
+            reason: reason.to_string(),
+        };
+        if let Some(rest) = s.strip_prefix("oci:") {
+            let (dir, tag) = match rest.rsplit_once(':') {
+                Some((dir, tag)) if !tag.contains('/') => (dir, Some(tag)),
+                _ => (rest, None),
+            };
+            if dir.is_empty() {
+                return Err(bad("missing directory"));
+            }
+            if tag.is_some_and(str::is_empty) {
+                return Err(bad("empty tag"));
+            }
+            return Ok(ImageRef::Oci {
+                dir: PathBuf::from(dir),
+                tag: tag.map(str::to_string),
+            });
+        }
+        if let Some(rest) = s.strip_prefix("docker://") {
+            if rest.is_empty() || rest.starts_with('/') {
+                return Err(bad("missing registry reference"));
+            }
+            return Ok(ImageRef::Docker {
+                reference: rest.to_string(),
+            });
+        }
+        match default_layout {
+            Some(layout) if valid_tag(s) => Ok(ImageRef::Oci {
+                dir: layout.to_path_buf(),
+                tag: Some(s.to_string()),
+            }),
+            _ => Err(bad("expected oci:DIR:TAG, docker://HOST/NAME:TAG or a tag")),
+        }
+    }
+
+    /// `oci:DIR:TAG` for a tag in a layout.
+    pub fn oci(dir: &Path, tag: &str) -> ImageRef {
+        ImageRef::Oci {
+            dir: dir.to_path_buf(),
+            tag: Some(tag.to_string()),
+        }
+    }
+}
+
+fn valid_tag(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        && !s.starts_with(['.', '-'])
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageRef::Oci { dir, tag: Some(t) } => write!(f, "oci:{}:{t}", dir.display()),
+            ImageRef::Oci { dir, tag: None } => write!(f, "oci:{}", dir.display()),
+            ImageRef::Docker { reference } => write!(f, "docker://{reference}"),
+        }
+    }
+}
+
+/// Options for talking to registries.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TransportOptions {
+    /// Verify TLS certificates and require HTTPS (default true).
+    pub tls_verify: bool,
+    /// A containers-auth.json file with credentials.
+    pub authfile: Option<PathBuf>,
+}
+
+impl Default for TransportOptions {
+    fn default() -> Self {
+        Self {
+            tls_verify: true,
+            authfile: None,
+        }
+    }
+}
+
+/// Copies `src` to `dest` with `skopeo copy --preserve-digests`.
+pub fn copy(src: &ImageRef, dest: &ImageRef, opts: &TransportOptions) -> Result<()> {
+    if let ImageRef::Oci { dir, .. } = dest {
+        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            context: format!("creating {}", dir.display()),
+            source,
+        })?;
+    }
+    let mut cmd = Command::new("skopeo");
+    cmd.arg("copy").arg("--quiet").arg("--preserve-digests");
+    let tls = format!("--tls-verify={}", opts.tls_verify);
+    if matches!(src, ImageRef::Docker { .. }) {
+        cmd.arg(format!("--src-{}", &tls[2..]));
+    }
+    if matches!(dest, ImageRef::Docker { .. }) {
+        cmd.arg(format!("--dest-{}", &tls[2..]));
+    }
+    if let Some(auth) = &opts.authfile {
+        cmd.arg("--authfile").arg(auth);
+    }
+    cmd.arg(src.to_string()).arg(dest.to_string());
+    strata_process::run(&mut cmd)?;
+    Ok(())
+}
+
+/// Pushes an image to a registry; `dest` must be `docker://`.
+pub fn push(src: &ImageRef, dest: &ImageRef, opts: &TransportOptions) -> Result<()> {
+    if !matches!(dest, ImageRef::Docker { .. }) {
+        return Err(Error::BadReference {
+            reference: dest.to_string(),
+            reason: "push needs a docker:// destination".into(),
+        });
+    }
+    copy(src, dest, opts)
+}
+
+/// Pulls `src` into the layout `dir` as `tag`; returns the local reference.
+pub fn pull(src: &ImageRef, dir: &Path, tag: &str, opts: &TransportOptions) -> Result<ImageRef> {
+    let dest = ImageRef::oci(dir, tag);
+    copy(src, &dest, opts)?;
+    Ok(dest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_references() {
+        let w = Path::new("/w/oci");
+        let ok: &[(&str, ImageRef)] = &[
+            (
+                "oci:/x/oci:base",
+                ImageRef::oci(Path::new("/x/oci"), "base"),
+            ),
+            (
+                "oci:relative",
+                ImageRef::Oci {
+                    dir: "relative".into(),
+                    tag: None,
+                },
+            ),
+            (
+                "docker://127.0.0.1:5000/rhcos:4.13",
+                ImageRef::Docker {
+                    reference: "127.0.0.1:5000/rhcos:4.13".into(),
+                },
+            ),
+            (
+                "rhel-coreos-base-8.6",
+                ImageRef::oci(w, "rhel-coreos-base-8.6"),
+            ),
+        ];
+        for (s, want) in ok {
+            let got = ImageRef::parse(s, Some(w)).unwrap();
+            assert_eq!(&got, want, "{s}");
+        }
+        assert_eq!(
+            ImageRef::parse("oci:/x/oci:base", None)
+                .unwrap()
+                .to_string(),
+            "oci:/x/oci:base"
+        );
+        for bad in ["oci:", "oci:/x:", "docker://", "quay.io/x:y", "tag"] {
+            let default = if bad == "tag" { None } else { Some(w) };
+            assert!(ImageRef::parse(bad, default).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Compatibility with real clients: ostree-ext 0.15.3 (the library bootc and
+//! rpm-ostree use, with skopeo underneath) imports our images and gets the
+//! identical commit; `skopeo inspect` and `umoci unpack` accept them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use common::*;
+use strata_oscontainer::{encapsulate, EncapsulateOptions};
+
+/// Builds `tests/ostree-ext-compat` once and returns its binary.
+fn compat_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ostree-ext-compat");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run(Command::new(cargo)
+            .arg("build")
+            .arg("--quiet")
+            .arg("--manifest-path")
+            .arg(root.join("Cargo.toml")));
+        root.join("target/debug/strata-ostree-ext-compat")
+    })
+}
+
+/// What the ostree-ext client reports after importing.
+pub struct ClientImport {
+    pub base_commit: String,
+    pub merge_tree: String,
+    pub json: serde_json::Value,
+}
+
+/// Imports `image` into a fresh repo with ostree-ext.
+pub fn client_import(dir: &Path, name: &str, image: &str, insecure: bool) -> ClientImport {
+    let repo = dir.join(name);
+    let mut cmd = Command::new(compat_binary());
+    cmd.arg("import").arg(&repo).arg(image);
+    if insecure {
+        cmd.arg("--insecure");
+    }
+    let out = run(&mut cmd);
+    let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    fsck(&repo);
+    ClientImport {
+        base_commit: json["base_commit"].as_str().unwrap().to_string(),
+        merge_tree: json["merge_tree"].as_str().unwrap().to_string(),
+        json,
+    }
+}
+
+#[test]
+fn ostree_ext_imports_our_image_with_the_same_commit() {
+    let fx = Fixture::new();
+    let oci = fx.path("oci");
+    let mut opts = EncapsulateOptions::default();
+    opts.content = Some(content_map(false));
+    let out = encapsulate(&fx.repo, "base", &oci, "base", &opts).unwrap();
+    let got = client_import(
+        fx.dir.path(),
+        "client",
+        &format!("oci:{}:base", oci.display()),
+        false,
+    );
+    assert_eq!(got.base_commit, fx.commit, "{}", got.json);
+    assert_eq!(got.json["manifest_digest"], out.manifest_digest.as_str());
+}
+
+#[test]
+fn skopeo_and_umoci_accept_the_image() {
+    let fx = Fixture::new();
+    let oci = fx.path("oci");
+    let mut opts = EncapsulateOptions::default();
+    opts.content = Some(content_map(false));
+    let out = encapsulate(&fx.repo, "base", &oci, "base", &opts).unwrap();
+
+    let inspect = run(Command::new("skopeo")
+        .arg("inspect")
+        .arg(format!("oci:{}:base", oci.display())));
+    let inspect: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    assert_eq!(inspect["Digest"], out.manifest_digest.as_str());
+    assert_eq!(inspect["Labels"]["ostree.commit"], fx.commit.as_str());
+    assert_eq!(inspect["Labels"]["containers.bootc"], "1");
+    assert_eq!(
+        inspect["Layers"].as_array().unwrap().len(),
+        out.layers.len()
+    );
+
+    let bundle = fx.path("bundle");
+    run(Command::new("umoci")
+        .arg("unpack")
+        .arg("--rootless")
+        .arg("--image")
+        .arg(format!("{}:base", oci.display()))
+        .arg(&bundle));
+    let rootfs = bundle.join("rootfs");
+    // The container view: /etc (not /usr/etc), content hard-linked to the
+    // object store, symlinks intact, the kernel in place.
+    assert_eq!(
+        std::fs::read_to_string(rootfs.join("etc/os-release")).unwrap(),
+        "NAME=\"Strata Test\"\nVERSION_ID=8.6\n"
+    );
+    assert!(!rootfs.join("usr/etc").exists());
+    assert_eq!(
+        std::fs::read(rootfs.join("usr/bin/bash")).unwrap(),
+        noise(1, 40_000)
+    );
+    assert_eq!(
+        std::fs::read_link(rootfs.join("usr/bin/sh")).unwrap(),
+        Path::new("bash")
+    );
+    assert_eq!(
+        std::fs::read_link(rootfs.join("usr/lib64/libc-denormal.so")).unwrap(),
+        Path::new("../..//usr/lib64/libc.so.6")
+    );
+    assert!(rootfs
+        .join(format!("usr/lib/modules/{KVER}/vmlinuz"))
+        .is_file());
+    assert!(rootfs.join("sysroot/ostree/repo/config").is_file());
+    assert!(rootfs.join("var/tmp").is_dir());
+}
