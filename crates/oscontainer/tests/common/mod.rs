@@ -34,6 +34,7 @@ pub fn run(cmd: &mut Command) -> String {
 
 /// Creates an empty bare-user repository.
 pub fn init_repo(path: &Path) {
+    fs::create_dir_all(path).unwrap();
     run(Command::new("ostree")
         .arg("init")
         .arg(format!("--repo={}", path.display()))
@@ -238,7 +239,10 @@ pub fn commit_tree(
     let root = repo_h.write_mtree(&mtree, gio::Cancellable::NONE).unwrap();
     let root = root.downcast::<ostree::RepoFile>().unwrap();
     let (v, _) = repo_h.load_commit(&first).unwrap();
-    let meta = v.child_value(0);
+    // Drop the CLI's binding to the temporary branch.
+    let dict = glib::VariantDict::new(Some(&v.child_value(0)));
+    dict.remove("ostree.ref-binding");
+    let meta = dict.end();
     let commit = repo_h
         .write_commit_with_time(
             None,
