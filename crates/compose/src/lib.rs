@@ -151,7 +151,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let mut dnf_opts = DnfOptions::new(&root, wd.cache().join("dnf"), &manifest.releasever);
     dnf_opts.nodocs = !manifest.documentation;
     dnf_opts.install_weak_deps = manifest.recommends;
-    let mut dnf = Dnf::new(dnf_opts, allowed.iter().map(|r| repo_config(r)).collect())?;
+    let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| repo_config(r)).collect();
 
     let locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
     let mut request = DepsolveRequest::install(match &locked {
@@ -163,13 +163,18 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
             .collect(),
     });
     request.excludes = manifest.exclude_packages.clone();
-    // A probe first: on a missing package the context must be released
-    // before another can look into the disallowed repos (libdnf allows one
-    // context per process), which a live `Resolved` would prevent.
-    match dnf.depsolve(&request).map(|_| ()) {
-        Ok(()) => {}
+
+    // Resolve once to learn the package set: enough to detect a no-op and
+    // to fix the build's SOURCE_DATE_EPOCH, which librpm reads when a
+    // context is created (so the installing context comes after).
+    let probe = {
+        let mut dnf = Dnf::new(dnf_opts.clone(), repo_configs.clone())?;
+        let packages = dnf.depsolve(&request).map(|r| sorted(r.packages()));
+        packages
+    };
+    let packages = match probe {
+        Ok(p) => p,
         Err(strata_dnf::Error::PackageNotFound { name, repos }) => {
-            drop(dnf);
             return Err(explain_missing(
                 &name,
                 &repos,
@@ -180,35 +185,12 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
             ));
         }
         Err(e) => return Err(e).context("resolving the manifest's packages"),
-    }
-    let mut resolved = dnf
-        .depsolve(&request)
-        .context("resolving the manifest's packages")?;
-    let mut packages: Vec<Package> = resolved.packages().to_vec();
-    packages.sort_by(|a, b| a.name.cmp(&b.name));
+    };
     if let Some(l) = &locked {
         check_against_lockfile(l, &packages)?;
     }
-    resolved.download().context("downloading packages")?;
-    let packages: Vec<Package> = {
-        let mut p = resolved.packages().to_vec();
-        p.sort_by(|a, b| a.name.cmp(&b.name));
-        p
-    };
-    policy
-        .check(
-            &packages
-                .iter()
-                .map(|p| policy::Candidate {
-                    nevra: p.nevra.clone(),
-                    repo: p.repo_id.clone(),
-                    path: p.local_path.clone().unwrap_or_default(),
-                })
-                .collect::<Vec<_>>(),
-        )
-        .map_err(anyhow::Error::new)?;
 
-    let inputhash = input_hash(&loaded, &packages);
+    let inputhash = input_hash(&loaded, &policy, &packages)?;
     let previous = wd.latest(&stream)?;
     if let Some(prev) = previous.as_ref().filter(|p| p.inputhash == inputhash) {
         let repo = commit::open_repo(&wd.repo())?;
@@ -232,6 +214,28 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let sde = opts
         .source_date_epoch
         .unwrap_or_else(|| packages.iter().map(|p| p.build_time).max().unwrap_or(0));
+    // librpm stamps installed headers with the install time unless
+    // SOURCE_DATE_EPOCH says otherwise: the rpmdb must not record "now".
+    std::env::set_var("SOURCE_DATE_EPOCH", sde.to_string());
+    let mut dnf = Dnf::new(dnf_opts, repo_configs)?;
+    let mut resolved = dnf
+        .depsolve(&request)
+        .context("resolving the manifest's packages")?;
+    resolved.download().context("downloading packages")?;
+    let packages = sorted(resolved.packages());
+    policy
+        .check(
+            &packages
+                .iter()
+                .map(|p| policy::Candidate {
+                    nevra: p.nevra.clone(),
+                    repo: p.repo_id.clone(),
+                    path: p.local_path.clone().unwrap_or_default(),
+                })
+                .collect::<Vec<_>>(),
+        )
+        .map_err(anyhow::Error::new)?;
+
     let date = UtcDateTime::from_unix_seconds(sde as i64);
     let prefix = manifest.version_prefix.render(&date);
     let version = format!("{prefix}-{}", wd.next_serial(&stream, &prefix)?);
@@ -447,8 +451,18 @@ fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<()> {
 
 /// sha256 over the flattened manifest, every file it read, every resolved
 /// package's checksum, and the compose format.
-fn input_hash(loaded: &strata_manifest::Loaded<BaseManifest>, packages: &[Package]) -> String {
+fn input_hash(
+    loaded: &strata_manifest::Loaded<BaseManifest>,
+    policy: &policy::Policy,
+    packages: &[Package],
+) -> Result<String> {
     let mut h = Sha256::new();
+    for key in &policy.keys {
+        h.update(key.fingerprint.as_bytes());
+        h.update(Sha256::digest(
+            std::fs::read(&key.file).with_context(|| format!("reading {}", key.file.display()))?,
+        ));
+    }
     h.update(COMPOSE_FORMAT.as_bytes());
     h.update(loaded.manifest.to_canonical_json().as_bytes());
     let mut files: Vec<_> = loaded
@@ -468,7 +482,13 @@ fn input_hash(loaded: &strata_manifest::Loaded<BaseManifest>, packages: &[Packag
             h.update(c.hex.as_bytes());
         }
     }
-    hex::encode(h.finalize())
+    Ok(hex::encode(h.finalize()))
+}
+
+fn sorted(packages: &[Package]) -> Vec<Package> {
+    let mut p = packages.to_vec();
+    p.sort_by(|a, b| a.name.cmp(&b.name));
+    p
 }
 
 fn lockfile_for(packages: &[Package], repos: &[&strata_manifest::Repo]) -> Lockfile {

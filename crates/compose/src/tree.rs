@@ -111,6 +111,13 @@ fn relocate_rpmdb(root: &Path) -> Result<()> {
             fs::remove_file(&path)?;
         }
     }
+    // sqlite's write-ahead log, once checkpointed (empty), and its shared
+    // memory index are run-time state that differs from run to run.
+    let wal = new.join("rpmdb.sqlite-wal");
+    if fs::metadata(&wal).map(|m| m.len() == 0).unwrap_or(false) {
+        fs::remove_file(&wal)?;
+        let _ = fs::remove_file(new.join("rpmdb.sqlite-shm"));
+    }
     write_file(
         &root.join(RPMDB_MACROS),
         b"# The rpm database of an ostree-based system lives in /usr.\n%_dbpath /usr/share/rpm\n",
