@@ -121,3 +121,47 @@ fn skopeo_and_umoci_accept_the_image() {
     assert!(rootfs.join("sysroot/ostree/repo/config").is_file());
     assert!(rootfs.join("var/tmp").is_dir());
 }
+
+#[test]
+fn ostree_ext_and_strata_agree_on_a_derived_image() {
+    let fx = Fixture::new();
+    let oci = fx.path("oci");
+    let mut opts = EncapsulateOptions::default();
+    opts.content = Some(content_map(false));
+    encapsulate(&fx.repo, "base", &oci, "base", &opts).unwrap();
+    let layer = raw_tar(&[
+        Entry::Dir("usr/"),
+        Entry::Dir("usr/bin/"),
+        Entry::File("usr/bin/kubelet", b"kubelet binary"),
+        Entry::Symlink("usr/bin/kubectl", "kubelet"),
+        Entry::Hardlink("usr/bin/kubelet-hardlink", "usr/bin/kubelet"),
+        Entry::Dir("etc/"),
+        Entry::Dir("etc/crio/"),
+        Entry::File("etc/crio/crio.conf", b"[crio]\n"),
+        Entry::File("usr/share/pkg-a/.wh.data", b""),
+        Entry::File("usr/share/pkg-c/data", b"replaced"),
+        Entry::File("opt/app/bin", b"dropped"),
+    ]);
+    append_raw_layer(&oci, "base", "node", &layer, None);
+
+    let ours_repo = fresh_repo(fx.dir.path(), "ours");
+    let ours = strata_oscontainer::import(
+        &strata_oscontainer::ImageRef::oci(&oci, "node"),
+        &ours_repo,
+        &strata_oscontainer::ImportOptions::default(),
+    )
+    .unwrap();
+    let theirs = client_import(
+        fx.dir.path(),
+        "client",
+        &format!("oci:{}:node", oci.display()),
+        false,
+    );
+    assert_eq!(theirs.base_commit, fx.commit);
+    assert_eq!(
+        theirs.merge_tree,
+        root_tree(&ours_repo, &ours.commit),
+        "{}",
+        theirs.json
+    );
+}

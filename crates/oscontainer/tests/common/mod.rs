@@ -508,3 +508,66 @@ pub fn gunzip(data: &[u8]) -> Vec<u8> {
 }
 
 pub fn glib_unused(_: glib::Variant) {}
+
+/// `contents:meta` checksums of a commit's root, as the compat client prints.
+pub fn root_tree(repo: &Path, commit: &str) -> String {
+    let r = ostree::Repo::new_for_path(repo);
+    r.open(gio::Cancellable::NONE).unwrap();
+    let (v, _) = r.load_commit(commit).unwrap();
+    format!(
+        "{}:{}",
+        hex::encode(v.child_value(6).data_as_bytes()),
+        hex::encode(v.child_value(7).data_as_bytes())
+    )
+}
+
+/// The parent of a commit.
+pub fn parent_of(repo: &Path, commit: &str) -> Option<String> {
+    let r = ostree::Repo::new_for_path(repo);
+    r.open(gio::Cancellable::NONE).unwrap();
+    let (v, _) = r.load_commit(commit).unwrap();
+    ostree::commit_get_parent(&v).map(|s| s.to_string())
+}
+
+/// A file's content in a commit, or None if absent.
+pub fn cat(repo: &Path, commit: &str, path: &str) -> Option<Vec<u8>> {
+    let out = Command::new("ostree")
+        .arg("cat")
+        .arg(format!("--repo={}", repo.display()))
+        .arg(commit)
+        .arg(path)
+        .output()
+        .unwrap();
+    out.status.success().then_some(out.stdout)
+}
+
+/// `ostree ls` of one path (None if absent).
+pub fn ls(repo: &Path, commit: &str, path: &str) -> Option<String> {
+    let out = Command::new("ostree")
+        .arg("ls")
+        .arg(format!("--repo={}", repo.display()))
+        .arg(commit)
+        .arg(path)
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Number of files under a repository's objects directory.
+pub fn object_count(repo: &Path) -> usize {
+    let mut n = 0;
+    let mut stack = vec![repo.join("objects")];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                n += 1;
+            }
+        }
+    }
+    n
+}

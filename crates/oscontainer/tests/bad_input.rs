@@ -1,0 +1,177 @@
+//! Bad input is refused with a clear error, and nothing is written: no ref,
+//! no object in the target repository, no file anywhere else.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use strata_oscontainer::{encapsulate, import, EncapsulateOptions, Error, ImageRef, ImportOptions};
+
+struct Setup {
+    fx: Fixture,
+    oci: std::path::PathBuf,
+    target: std::path::PathBuf,
+}
+
+fn setup() -> Setup {
+    let fx = Fixture::new();
+    let oci = fx.path("oci");
+    let mut o = EncapsulateOptions::default();
+    o.content = Some(content_map(false));
+    encapsulate(&fx.repo, "base", &oci, "base", &o).unwrap();
+    let target = fresh_repo(fx.dir.path(), "target");
+    Setup { fx, oci, target }
+}
+
+impl Setup {
+    fn import(&self, tag: &str) -> Result<strata_oscontainer::Imported, Error> {
+        let mut o = ImportOptions::default();
+        o.ref_name = Some("imported".into());
+        import(&ImageRef::oci(&self.oci, tag), &self.target, &o)
+    }
+
+    fn layer_blob(&self, tag: &str, i: usize) -> std::path::PathBuf {
+        let (m, _) = manifest_and_config(&self.oci, tag);
+        self.oci
+            .join("blobs/sha256")
+            .join(m.layers()[i].digest().digest())
+    }
+
+    /// Nothing of the failed import is visible.
+    fn assert_untouched(&self) {
+        assert_eq!(refs(&self.target).trim(), "");
+        assert_eq!(object_count(&self.target), 0, "objects written");
+        assert!(!self.fx.path("escape").exists());
+        assert!(!Path::new("/escape").exists());
+    }
+}
+
+#[test]
+fn corrupt_blob_is_refused_before_writing() {
+    let s = setup();
+    let blob = s.layer_blob("base", 1);
+    let mut data = std::fs::read(&blob).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 0xff;
+    std::fs::write(&blob, &data).unwrap();
+    let err = s.import("base").unwrap_err();
+    assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("is corrupt"), "{err}");
+    s.assert_untouched();
+}
+
+#[test]
+fn truncated_blob_file_is_refused() {
+    let s = setup();
+    let blob = s.layer_blob("base", 2);
+    let data = std::fs::read(&blob).unwrap();
+    std::fs::write(&blob, &data[..data.len() / 2]).unwrap();
+    let err = s.import("base").unwrap_err();
+    assert!(matches!(err, Error::SizeMismatch { .. }), "{err}");
+    s.assert_untouched();
+}
+
+#[test]
+fn missing_blob_is_refused() {
+    let s = setup();
+    std::fs::remove_file(s.layer_blob("base", 3)).unwrap();
+    let err = s.import("base").unwrap_err();
+    assert!(matches!(err, Error::MissingBlob { .. }), "{err}");
+    assert!(err.to_string().contains("missing from"), "{err}");
+    s.assert_untouched();
+
+    // A missing config too.
+    let s = setup();
+    let (m, _) = manifest_and_config(&s.oci, "base");
+    std::fs::remove_file(
+        s.oci
+            .join("blobs/sha256")
+            .join(m.config().digest().digest()),
+    )
+    .unwrap();
+    let err = s.import("base").unwrap_err();
+    assert!(matches!(err, Error::MissingBlob { .. }), "{err}");
+    s.assert_untouched();
+}
+
+#[test]
+fn truncated_layer_stream_is_refused_and_rolled_back() {
+    // A blob whose digest matches its descriptor but whose gzip/tar stream
+    // ends early: detected while importing, the transaction is aborted.
+    let s = setup();
+    let (mut manifest, config) = manifest_and_config(&s.oci, "base");
+    let blob = std::fs::read(s.layer_blob("base", 1)).unwrap();
+    let cut = &blob[..blob.len() * 2 / 3];
+    let hex = write_blob(&s.oci, cut);
+    let desc = oci_spec::image::DescriptorBuilder::default()
+        .media_type(oci_spec::image::MediaType::ImageLayerGzip)
+        .digest(oci_spec::image::Digest::try_from(format!("sha256:{hex}")).unwrap())
+        .size(cut.len() as u64)
+        .build()
+        .unwrap();
+    manifest.layers_mut()[1] = desc;
+    retag(&s.oci, "truncated", &mut manifest, &config);
+    let err = s.import("truncated").unwrap_err();
+    assert!(matches!(err, Error::BadLayer { .. }), "{err}");
+    s.assert_untouched();
+}
+
+#[test]
+fn image_without_ostree_labels_is_refused() {
+    let s = setup();
+    let (mut manifest, mut config) = manifest_and_config(&s.oci, "base");
+    let mut c = config.config().clone().unwrap();
+    let mut labels = c.labels().clone().unwrap();
+    labels.remove("ostree.final-diffid");
+    c.set_labels(Some(labels));
+    config.set_config(Some(c));
+    retag(&s.oci, "plain", &mut manifest, &config);
+    let err = s.import("plain").unwrap_err();
+    assert!(matches!(err, Error::NotOstreeImage { .. }), "{err}");
+    assert!(err.to_string().contains("ostree.final-diffid"), "{err}");
+    s.assert_untouched();
+}
+
+#[test]
+fn hostile_derived_layers_are_refused() {
+    let cases: Vec<(&str, Vec<Entry>)> = vec![
+        ("parent directory", vec![Entry::File("../escape", b"x")]),
+        ("parent inside", vec![Entry::File("usr/../../escape", b"x")]),
+        ("absolute path", vec![Entry::File("/escape", b"x")]),
+        (
+            "through a symlink of the base",
+            vec![Entry::File("usr/bin/sh/escape", b"x")],
+        ),
+        (
+            "through a symlink of the same layer",
+            vec![
+                Entry::Symlink("usr/lib/evil", "/"),
+                Entry::File("usr/lib/evil/escape", b"x"),
+            ],
+        ),
+        (
+            "hard link out of the root",
+            vec![Entry::Hardlink("usr/lib/shadow", "../../etc/shadow")],
+        ),
+        (
+            "hard link to an absolute path",
+            vec![Entry::Hardlink("usr/lib/shadow", "/etc/shadow")],
+        ),
+        (
+            "whiteout through a symlink",
+            vec![Entry::File("usr/bin/sh/.wh.x", b"")],
+        ),
+    ];
+    for (name, entries) in cases {
+        let s = setup();
+        append_raw_layer(&s.oci, "base", "evil", &raw_tar(&entries), None);
+        let err = s.import("evil").unwrap_err();
+        assert!(
+            matches!(err, Error::UnsafeEntry { .. }),
+            "{name}: unexpected error {err}"
+        );
+        assert!(err.to_string().contains("refusing entry"), "{name}: {err}");
+        s.assert_untouched();
+    }
+}
