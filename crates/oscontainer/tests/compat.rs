@@ -4,52 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::*;
 use strata_oscontainer::{encapsulate, EncapsulateOptions};
-
-/// Builds `tests/ostree-ext-compat` once and returns its binary.
-fn compat_binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ostree-ext-compat");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        run(Command::new(cargo)
-            .arg("build")
-            .arg("--quiet")
-            .arg("--manifest-path")
-            .arg(root.join("Cargo.toml")));
-        root.join("target/debug/strata-ostree-ext-compat")
-    })
-}
-
-/// What the ostree-ext client reports after importing.
-pub struct ClientImport {
-    pub base_commit: String,
-    pub merge_tree: String,
-    pub json: serde_json::Value,
-}
-
-/// Imports `image` into a fresh repo with ostree-ext.
-pub fn client_import(dir: &Path, name: &str, image: &str, insecure: bool) -> ClientImport {
-    let repo = dir.join(name);
-    let mut cmd = Command::new(compat_binary());
-    cmd.arg("import").arg(&repo).arg(image);
-    if insecure {
-        cmd.arg("--insecure");
-    }
-    let out = run(&mut cmd);
-    let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    fsck(&repo);
-    ClientImport {
-        base_commit: json["base_commit"].as_str().unwrap().to_string(),
-        merge_tree: json["merge_tree"].as_str().unwrap().to_string(),
-        json,
-    }
-}
 
 #[test]
 fn ostree_ext_imports_our_image_with_the_same_commit() {

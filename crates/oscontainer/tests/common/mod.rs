@@ -9,6 +9,7 @@ use std::io::Write;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use ostree::gio;
 use ostree::glib;
@@ -570,4 +571,99 @@ pub fn object_count(repo: &Path) -> usize {
         }
     }
     n
+}
+
+/// Builds `tests/ostree-ext-compat` once and returns its binary.
+fn compat_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ostree-ext-compat");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        run(Command::new(cargo)
+            .arg("build")
+            .arg("--quiet")
+            .arg("--manifest-path")
+            .arg(root.join("Cargo.toml")));
+        root.join("target/debug/strata-ostree-ext-compat")
+    })
+}
+
+/// What the ostree-ext client reports after importing.
+pub struct ClientImport {
+    pub base_commit: String,
+    pub merge_tree: String,
+    pub json: serde_json::Value,
+}
+
+/// Imports `image` into a fresh repo with ostree-ext.
+pub fn client_import(dir: &Path, name: &str, image: &str, insecure: bool) -> ClientImport {
+    let repo = dir.join(name);
+    let mut cmd = Command::new(compat_binary());
+    cmd.arg("import").arg(&repo).arg(image);
+    if insecure {
+        cmd.arg("--insecure");
+    }
+    let out = run(&mut cmd);
+    let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    fsck(&repo);
+    ClientImport {
+        base_commit: json["base_commit"].as_str().unwrap().to_string(),
+        merge_tree: json["merge_tree"].as_str().unwrap().to_string(),
+        json,
+    }
+}
+
+/// A docker-registry (distribution v2) on 127.0.0.1, killed on drop.
+pub struct Registry {
+    child: std::process::Child,
+    pub addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    pub fn start() -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let config = dir.path().join("config.yml");
+        fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {addr}\n",
+                dir.path().join("storage").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting docker-registry (Debian package docker-registry)");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "docker-registry did not start on {addr}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Registry {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
