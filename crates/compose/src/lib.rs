@@ -144,6 +144,18 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         );
     }
     let policy = load_policy(manifest, &allowed)?;
+    for r in &allowed {
+        for url in &r.baseurl {
+            if let Some(dir) = url.strip_prefix("file://") {
+                if !Path::new(dir).join("repodata/repomd.xml").is_file() {
+                    bail!(
+                        "repo {}: {url} is not a repository (no repodata/repomd.xml)",
+                        r.id
+                    );
+                }
+            }
+        }
+    }
 
     let staging = wd.staging("compose")?;
     let root = staging.path().join("root");
@@ -179,6 +191,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
                 &name,
                 &repos,
                 &disallowed,
+                &allowed,
                 manifest,
                 &wd,
                 locked.is_some(),
@@ -359,7 +372,9 @@ fn repo_config(r: &strata_manifest::Repo) -> RepoConfig {
     c.name = r.name.clone();
     c.baseurls = r.baseurl.clone();
     c.gpgkeys = r.gpgkey.iter().map(PathBuf::from).collect();
-    c.gpgcheck = r.gpgcheck;
+    // strata checks every package against the policy's keys itself, before
+    // anything is installed, and reports every offender at once.
+    c.gpgcheck = false;
     c.enabled = true;
     c
 }
@@ -395,6 +410,7 @@ fn explain_missing(
     name: &str,
     searched: &[String],
     disallowed: &[&strata_manifest::Repo],
+    allowed: &[&strata_manifest::Repo],
     manifest: &BaseManifest,
     wd: &Workdir,
     from_lockfile: bool,
@@ -405,13 +421,23 @@ fn explain_missing(
         }
         let scratch = wd.staging("lookup")?;
         let opts = DnfOptions::new(scratch.path(), wd.cache().join("dnf"), &manifest.releasever);
-        let mut dnf = Dnf::new(opts, disallowed.iter().map(|r| repo_config(r)).collect())?;
+        // Every repo, so that the package's dependencies resolve; then see
+        // which repo the package itself came from.
+        let all = allowed
+            .iter()
+            .chain(disallowed)
+            .map(|r| repo_config(r))
+            .collect();
+        let mut dnf = Dnf::new(opts, all)?;
         let request = DepsolveRequest::install([name.to_string()]);
         let found = match dnf.depsolve(&request) {
             Ok(r) => r
                 .packages()
                 .iter()
-                .find(|p| p.name == name || p.nevra.starts_with(name))
+                .find(|p| {
+                    (p.name == name || p.nevra.starts_with(name))
+                        && disallowed.iter().any(|d| d.id == p.repo_id)
+                })
                 .map(|p| (p.nevra.clone(), p.repo_id.clone())),
             Err(_) => None,
         };

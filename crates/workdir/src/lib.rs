@@ -99,6 +99,20 @@ impl Workdir {
                 return Err(e).with_context(|| format!("locking {}", path.display()))
             }
         }
+        // Staging left by a build that was killed: nobody else writes
+        // while we hold the lock, so whatever is in tmp/ is abandoned.
+        let tmp = self.root.join("tmp");
+        for entry in
+            std::fs::read_dir(&tmp).with_context(|| format!("reading {}", tmp.display()))?
+        {
+            let path = entry?.path();
+            tracing::debug!("removing abandoned staging {}", path.display());
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+        }
         Ok(Lock { _file: file })
     }
 

@@ -1,0 +1,322 @@
+//! Compose on the fixture distribution, checked with the reference tools:
+//! `ostree fsck`, `ostree checkout`, `rpm -qa`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use strata_compose::{compose, ComposeOptions, ComposeResult};
+use strata_manifest::Vars;
+use strata_testdistro::spec::{FileSpec, PkgSpec};
+use strata_testdistro::{Fixture, Signing};
+
+/// librpm chroots the whole process while a transaction runs, so no other
+/// thread may touch the filesystem meanwhile: these tests run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn fixture() -> Fixture {
+    Fixture::for_tests().expect("generating the fixture distribution")
+}
+
+fn demo_manifest() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo/rhel-8.6.yaml")
+}
+
+fn vars(f: &Fixture) -> Vars {
+    Vars::from_assignments([format!("fixture={}", f.root.display())]).unwrap()
+}
+
+fn compose_in(workdir: &Path, manifest: &Path) -> anyhow::Result<ComposeResult> {
+    let f = fixture();
+    compose(
+        &ComposeOptions::new(manifest, workdir)
+            .vars(vars(&f))
+            .source_date_epoch(None),
+    )
+}
+
+/// The demo base, composed once for the tests that only look at it.
+fn demo() -> &'static (tempfile::TempDir, ComposeResult) {
+    static DEMO: OnceLock<(tempfile::TempDir, ComposeResult)> = OnceLock::new();
+    DEMO.get_or_init(|| {
+        let w = tempfile::tempdir().unwrap();
+        let r = compose_in(w.path(), &demo_manifest()).unwrap();
+        (w, r)
+    })
+}
+
+fn run(cmd: &mut Command) -> String {
+    strata_process::stdout(cmd).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A manifest that includes the demo one and adds `extra` (YAML).
+fn wrapper(dir: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("manifest.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "edition: 1\ninclude: {}\n{extra}",
+            demo_manifest().display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn demo_base_follows_the_conventions() {
+    let _serial = serial();
+    let (w, r) = demo();
+    assert!(r.changed);
+    assert_eq!(r.version, "8.6.20261015-0");
+    let repo = w.path().join("repo");
+    let fsck = run(Command::new("ostree")
+        .arg("fsck")
+        .arg(format!("--repo={}", repo.display())));
+    assert!(fsck.contains("no errors"), "{fsck}");
+
+    let co = tempfile::tempdir().unwrap();
+    let tree = co.path().join("tree");
+    run(Command::new("ostree")
+        .arg("checkout")
+        .arg(format!("--repo={}", repo.display()))
+        .arg("-U")
+        .arg(&r.ostree_commit)
+        .arg(&tree));
+    let read =
+        |p: &str| std::fs::read_to_string(tree.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+    let link = |p: &str| {
+        std::fs::read_link(tree.join(p))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+
+    assert!(!tree.join("etc").exists(), "/etc moved to /usr/etc");
+    assert!(tree.join("usr/etc/ssh/sshd_config").is_file());
+    for (name, target) in [
+        ("home", "var/home"),
+        ("root", "var/roothome"),
+        ("opt", "var/opt"),
+        ("srv", "var/srv"),
+        ("mnt", "var/mnt"),
+        ("ostree", "sysroot/ostree"),
+    ] {
+        assert_eq!(link(name), target, "/{name}");
+    }
+    assert_eq!(link("usr/local"), "../var/usrlocal");
+    assert!(tree.join("sysroot").is_dir());
+    for empty in ["var", "boot"] {
+        assert_eq!(
+            std::fs::read_dir(tree.join(empty)).unwrap().count(),
+            0,
+            "/{empty} is empty"
+        );
+    }
+    let tmpfiles = read("usr/lib/tmpfiles.d/strata-var.conf");
+    assert!(
+        tmpfiles.contains("d /var/lib/chrony 0750 chrony chrony - -"),
+        "{tmpfiles}"
+    );
+    assert!(tmpfiles.contains("L /var/lib/rpm - - - - ../../usr/share/rpm"));
+    let kver = &fixture().info.kernel_kvers[0];
+    for f in ["vmlinuz", "initramfs.img"] {
+        assert!(
+            tree.join(format!("usr/lib/modules/{kver}/{f}")).is_file(),
+            "{f}"
+        );
+    }
+    assert!(read("usr/lib/os-release").contains("OSTREE_VERSION='8.6.20261015-0'"));
+    assert!(read("usr/lib/os-release").contains("VERSION_ID=\"8.6\""));
+    assert!(
+        read("usr/lib/passwd").contains("sshd:x:74:74:"),
+        "the %pre user is in /usr/lib/passwd"
+    );
+    assert_eq!(read("usr/etc/passwd"), "root:x:0:0:root:/root:/bin/bash\n");
+    assert!(read("usr/etc/nsswitch.conf").contains("passwd: files altfiles"));
+    assert_eq!(
+        link("usr/etc/systemd/system/multi-user.target.wants/sshd.service"),
+        "/usr/lib/systemd/system/sshd.service"
+    );
+    assert!(read("usr/lib/rpm/macros.d/macros.strata").contains("%_dbpath /usr/share/rpm"));
+
+    // rpm -qa on the relocated rpmdb lists exactly the lockfile's packages.
+    let qa = run(Command::new("rpm")
+        .arg("--dbpath")
+        .arg(tree.join("usr/share/rpm"))
+        .args(["-qa", "--qf", "%{NAME}\n"]));
+    let mut installed: Vec<&str> = qa.lines().collect();
+    installed.sort();
+    let lock: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&r.lockfile).unwrap()).unwrap();
+    let locked: Vec<&str> = lock["packages"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(installed, locked);
+    // epel-8 is listed in the manifest but never contributes: RHEL's bash.
+    assert_eq!(lock["packages"]["bash"]["evra"], "4.4.20-4.el8_6.x86_64");
+    assert_eq!(lock["packages"]["bash"]["repo"], "rhel-8.6-baseos");
+    let version = run(Command::new("ostree")
+        .arg(format!("--repo={}", repo.display()))
+        .args(["show", "--print-metadata-key=version"])
+        .arg(&r.ostree_commit));
+    assert_eq!(version.trim(), "'8.6.20261015-0'");
+}
+
+#[test]
+fn unchanged_inputs_do_no_work() {
+    let _serial = serial();
+    let (w, r) = demo();
+    let again = compose_in(w.path(), &demo_manifest()).unwrap();
+    assert!(!again.changed);
+    assert_eq!(again.ostree_commit, r.ostree_commit);
+    assert_eq!(again.version, r.version);
+}
+
+#[test]
+fn same_inputs_give_the_same_commit_in_a_fresh_workdir_and_from_the_lockfile() {
+    let _serial = serial();
+    let (_, r) = demo();
+    let w = tempfile::tempdir().unwrap();
+    let f = fixture();
+    let locked = compose(
+        &ComposeOptions::new(demo_manifest(), w.path())
+            .vars(vars(&f))
+            .lockfile(Some(r.lockfile.clone())),
+    )
+    .unwrap();
+    assert_eq!(locked.ostree_commit, r.ostree_commit);
+}
+
+#[test]
+fn a_package_only_in_epel_is_refused_by_name() {
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let m = wrapper(d.path(), "packages: [htop]\n");
+    let w = d.path().join("w");
+    let err = format!("{:#}", compose_in(&w, &m).unwrap_err());
+    assert!(
+        err.contains("htop") && err.contains("epel-8") && err.contains("inputs.repos"),
+        "{err}"
+    );
+    assert!(workdir_has_no_build(&w));
+}
+
+#[test]
+fn unsigned_and_foreign_signed_packages_are_refused_by_name() {
+    let _serial = serial();
+    let f = fixture();
+    let d = tempfile::tempdir().unwrap();
+    let mut unsigned = PkgSpec::new("strata-unsigned-tool", "1.0", "1.el8")
+        .files([FileSpec::file("/usr/bin/strata-unsigned-tool", "x", 0o755)]);
+    unsigned.build_time = 1_792_022_400;
+    let mut foreign = PkgSpec::new("strata-foreign-tool", "1.0", "1.el8").files([FileSpec::file(
+        "/usr/bin/strata-foreign-tool",
+        "y",
+        0o755,
+    )]);
+    foreign.build_time = 1_792_022_400;
+    let extra = d.path().join("extra");
+    Fixture::build_repo(&extra.join("a"), &[unsigned], Signing::Unsigned).unwrap();
+    Fixture::build_repo(&extra.join("b"), &[foreign], Signing::Epel).unwrap();
+    let key = f.path(&f.info.release_key.path);
+    let m = wrapper(
+        d.path(),
+        &format!(
+            "repos:\n  - id: extra-a\n    baseurl: file://{a}\n    gpgkey: file://{key}\n  - id: extra-b\n    baseurl: file://{b}\n    gpgkey: file://{key}\ninputs:\n  repos: [extra-a, extra-b]\npackages: [strata-unsigned-tool, strata-foreign-tool]\n",
+            a = extra.join("a").display(),
+            b = extra.join("b").display(),
+            key = key.display()
+        ),
+    );
+    let w = d.path().join("w");
+    let err = compose_in(&w, &m).unwrap_err();
+    let policy = err
+        .downcast_ref::<strata_compose::PolicyError>()
+        .unwrap_or_else(|| panic!("{err:#}"));
+    let got: Vec<(&str, &str, String)> = policy
+        .violations
+        .iter()
+        .map(|v| (v.nevra.as_str(), v.repo.as_str(), v.rule.to_string()))
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].0, "strata-foreign-tool-1.0-1.el8.x86_64");
+    assert_eq!(got[0].1, "extra-b");
+    assert!(
+        got[0].2.contains(&f.info.epel_key.fingerprint) && got[0].2.contains("inputs.keys"),
+        "{got:?}"
+    );
+    assert_eq!(got[1].0, "strata-unsigned-tool-1.0-1.el8.x86_64");
+    assert!(got[1].2.contains("not signed"), "{got:?}");
+    assert!(workdir_has_no_build(&w));
+}
+
+/// Bad input: one clear error each, and nothing recorded in the workdir.
+#[test]
+fn bad_input_gives_a_clear_error_and_leaves_the_workdir_alone() {
+    let _serial = serial();
+    let f = fixture();
+    let d = tempfile::tempdir().unwrap();
+    let mut conflicting = PkgSpec::new("strata-conflicts-bash", "1.0", "1.el8");
+    conflicting
+        .conflicts
+        .push(strata_testdistro::spec::Dep("bash".into()));
+    conflicting.build_time = 1_792_022_400;
+    let extra = d.path().join("conflicts");
+    Fixture::build_repo(&extra, &[conflicting], Signing::Release).unwrap();
+    let key = f.path(&f.info.release_key.path);
+    let cases: &[(&str, String, &[&str])] = &[
+        ("unknown-field", "packagez: [bash]\n".into(), &["manifest.yaml:3:1", "packagez"]),
+        ("wrong-type", "recommends: [yes]\n".into(), &["manifest.yaml:3", "recommends"]),
+        ("missing-package", "packages: [no-such-package]\n".into(), &["no-such-package", "rhel-8.6-baseos"]),
+        (
+            "conflict",
+            format!(
+                "repos:\n  - id: conflicts\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [conflicts]\npackages: [strata-conflicts-bash]\n",
+                extra.display(),
+                key.display()
+            ),
+            &["strata-conflicts-bash", "bash"],
+        ),
+        (
+            "unreachable-repo",
+            format!(
+                "repos:\n  - id: gone\n    baseurl: file:///nonexistent/strata/repo\n    gpgkey: file://{}\ninputs:\n  repos: [gone]\n",
+                key.display()
+            ),
+            &["gone"],
+        ),
+    ];
+    for (name, extra_yaml, expect) in cases {
+        let dir = d.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let m = wrapper(&dir, extra_yaml);
+        let w = dir.join("w");
+        let err = format!("{:#}", compose_in(&w, &m).unwrap_err());
+        for e in *expect {
+            assert!(err.contains(e), "{name}: {err:?} lacks {e:?}");
+        }
+        assert!(
+            !err.contains('\n') || *name == "conflict",
+            "{name}: one line: {err}"
+        );
+        assert!(
+            workdir_has_no_build(&w),
+            "{name}: the workdir recorded a build"
+        );
+    }
+}
+
+fn workdir_has_no_build(w: &Path) -> bool {
+    let no_history = !w.join("builds/builds.json").exists();
+    let no_staging = std::fs::read_dir(w.join("tmp"))
+        .map(|d| d.count() == 0)
+        .unwrap_or(true);
+    no_history && no_staging
+}
