@@ -13,6 +13,8 @@
 //!   across builds (the [`LayerMap`]).
 //! - [`encapsulate`](mod@encapsulate): commit → image (commit layer + chunks),
 //!   labels, parallel compression.
+//! - [`derived`]: base image + plain layers from directories of changes
+//!   (overlayfs upper dirs), whiteouts included.
 //! - [`import`](mod@import): image → commit, including derived (non-ostree) layers with OCI
 //!   whiteouts; refuses corrupt or hostile input.
 //! - [`inspect`](mod@inspect): labels, layers, packages of an image; the diff of two images.
@@ -26,6 +28,7 @@
 pub mod chunking;
 mod commit;
 mod compress;
+pub mod derived;
 pub mod encapsulate;
 mod error;
 pub mod import;
@@ -36,6 +39,7 @@ pub mod transport;
 
 pub use chunking::{Component, LayerMap};
 pub use compress::Compression;
+pub use derived::{append_layers, DeriveOptions, Derived, DerivedLayer};
 pub use encapsulate::{encapsulate, ContentMap, EncapsulateOptions, Encapsulated, LayerInfo};
 pub use error::{Error, Result};
 pub use import::{import, ImportOptions, Imported};

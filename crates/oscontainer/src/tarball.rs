@@ -50,6 +50,11 @@ impl<W: Write> TarWriter<W> {
         Self { out, mtime }
     }
 
+    /// Stamps the following entries with `mtime`.
+    pub(crate) fn set_mtime(&mut self, mtime: u64) {
+        self.mtime = mtime;
+    }
+
     /// A directory; `path` gets a trailing `/`.
     pub(crate) fn dir(&mut self, path: &str, meta: Meta) -> io::Result<()> {
         let name = if path.ends_with('/') {
@@ -93,6 +98,37 @@ impl<W: Write> TarWriter<W> {
     /// A hard link to an earlier entry of this stream.
     pub(crate) fn hardlink(&mut self, path: &str, meta: Meta, target: &str) -> io::Result<()> {
         self.entry(path.as_bytes(), b'1', meta, 0, target.as_bytes())
+    }
+
+    /// PAX extended header records (`key=value`) for the next entry, e.g.
+    /// `SCHILY.xattr.security.capability`.
+    pub(crate) fn pax(&mut self, records: &[(String, Vec<u8>)]) -> io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut data = Vec::new();
+        for (key, value) in records {
+            // "<len> <key>=<value>\n", where <len> counts its own digits.
+            let rest = key.len() + value.len() + 3;
+            let mut len = rest + 1;
+            while len.to_string().len() + rest != len {
+                len = len.to_string().len() + rest;
+            }
+            data.extend_from_slice(format!("{len} {key}=").as_bytes());
+            data.extend_from_slice(value);
+            data.push(b'\n');
+        }
+        let h = header(
+            b"././@PaxHeader",
+            b'x',
+            Meta::root(0o644),
+            data.len() as u64,
+            b"",
+            0,
+        );
+        self.out.write_all(&h)?;
+        self.out.write_all(&data)?;
+        self.pad(data.len() as u64)
     }
 
     /// Writes the end-of-archive marker and returns the inner writer.
@@ -303,6 +339,42 @@ mod tests {
         assert_eq!(entries[5].1, tar::EntryType::Link);
         assert_eq!(entries[6].4, 4_000_000_000);
         assert!(entries.iter().all(|e| e.5 == 7));
+    }
+
+    #[test]
+    fn pax_records_are_read_back() {
+        let mut w = TarWriter::new(Vec::new(), 0);
+        let long_value = vec![b'v'; 95];
+        w.pax(&[
+            ("SCHILY.xattr.security.capability".into(), vec![1, 0, 0, 2]),
+            ("SCHILY.xattr.user.k".into(), long_value.clone()),
+        ])
+        .unwrap();
+        w.data("usr/bin/ping", Meta::root(0o755), b"x").unwrap();
+        let bytes = w.finish().unwrap();
+        let mut a = tar::Archive::new(&bytes[..]);
+        let mut entries = a.entries().unwrap();
+        let mut e = entries.next().unwrap().unwrap();
+        assert_eq!(&*e.path_bytes(), b"usr/bin/ping");
+        let exts: Vec<(String, Vec<u8>)> = e
+            .pax_extensions()
+            .unwrap()
+            .unwrap()
+            .map(|x| {
+                let x = x.unwrap();
+                (x.key().unwrap().to_string(), x.value_bytes().to_vec())
+            })
+            .collect();
+        assert_eq!(
+            exts,
+            [
+                (
+                    "SCHILY.xattr.security.capability".to_string(),
+                    vec![1, 0, 0, 2]
+                ),
+                ("SCHILY.xattr.user.k".to_string(), long_value),
+            ]
+        );
     }
 
     #[test]

@@ -124,3 +124,37 @@ fn ostree_ext_and_strata_agree_on_a_derived_image() {
         theirs.json
     );
 }
+
+#[test]
+fn ostree_ext_imports_a_derived_image_built_from_an_upper_dir() {
+    let fx = Fixture::new();
+    let oci = fx.path("oci");
+    let mut opts = EncapsulateOptions::default();
+    opts.content = Some(content_map(false));
+    encapsulate(&fx.repo, "base", &oci, "base", &opts).unwrap();
+    let upper = fx.path("upper");
+    node_upper_dir(&upper, false);
+    let layer = strata_oscontainer::DerivedLayer::new(&upper, "node");
+    strata_oscontainer::append_layers(&oci, "base", "node", &[layer], &Default::default()).unwrap();
+
+    let ours_repo = fresh_repo(fx.dir.path(), "ours");
+    let ours = strata_oscontainer::import(
+        &strata_oscontainer::ImageRef::oci(&oci, "node"),
+        &ours_repo,
+        &strata_oscontainer::ImportOptions::default(),
+    )
+    .unwrap();
+    let theirs = client_import(
+        fx.dir.path(),
+        "client",
+        &format!("oci:{}:node", oci.display()),
+        false,
+    );
+    assert_eq!(theirs.base_commit, fx.commit);
+    assert_eq!(
+        theirs.merge_tree,
+        root_tree(&ours_repo, &ours.commit),
+        "{}",
+        theirs.json
+    );
+}

@@ -105,3 +105,152 @@ fn opaque_whiteout_hides_the_lower_directory_only() {
     assert!(!listing.contains("owned-by-1001"), "{listing}");
     assert!(ls(&target, &out.commit, "/usr/share/pkg-c/data").is_none());
 }
+
+mod from_upper_dir {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::process::Command;
+    use strata_oscontainer::{
+        append_layers, inspect, DeriveOptions, DerivedLayer, Package, TransportOptions,
+    };
+
+    fn derive(
+        fx: &Fixture,
+        oci: &std::path::Path,
+        tag: &str,
+        opaque: bool,
+    ) -> strata_oscontainer::Derived {
+        let upper = fx.path(&format!("upper-{tag}"));
+        node_upper_dir(&upper, opaque);
+        let mut layer = DerivedLayer::new(&upper, "openshift node packages");
+        layer.components = vec!["openshift-kubelet".into(), "cri-o".into()];
+        layer.packages = vec![Package {
+            name: "openshift-kubelet".into(),
+            evr: "4.13.0-1.el8".into(),
+            arch: "x86_64".into(),
+        }];
+        let mut o = DeriveOptions::default();
+        o.labels = BTreeMap::from([
+            (
+                "org.opencontainers.image.version".to_string(),
+                "413.86.202612021200-0".to_string(),
+            ),
+            (
+                "com.coreos.openshift-version".to_string(),
+                "4.13".to_string(),
+            ),
+        ]);
+        o.source_date_epoch = Some(1_796_212_800);
+        append_layers(oci, "base", tag, &[layer], &o).unwrap()
+    }
+
+    #[test]
+    fn derived_image_keeps_the_base_and_imports() {
+        let (fx, oci) = base();
+        let out = derive(&fx, &oci, "node", true);
+        assert_eq!(out.version.as_deref(), Some("413.86.202612021200-0"));
+
+        let (bm, bc) = manifest_and_config(&oci, "base");
+        let (dm, dc) = manifest_and_config(&oci, "node");
+        assert_eq!(
+            &dm.layers()[..bm.layers().len()],
+            bm.layers().as_slice(),
+            "base descriptors reused"
+        );
+        assert_eq!(dm.layers().len(), bm.layers().len() + 1);
+        let label = |c: &oci_spec::image::ImageConfiguration, k: &str| {
+            c.config()
+                .as_ref()
+                .unwrap()
+                .labels()
+                .as_ref()
+                .unwrap()
+                .get(k)
+                .cloned()
+        };
+        assert_eq!(
+            label(&dc, "ostree.final-diffid"),
+            label(&bc, "ostree.final-diffid")
+        );
+        assert_eq!(
+            label(&dc, "com.coreos.openshift-version").as_deref(),
+            Some("4.13")
+        );
+        let last = dm.layers().last().unwrap().annotations().clone().unwrap();
+        assert_eq!(last["ostree.components"], "cri-o,openshift-kubelet");
+
+        let target = fresh_repo(fx.dir.path(), "target");
+        let imp = import(
+            &ImageRef::oci(&oci, "node"),
+            &target,
+            &ImportOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(imp.base_commit, fx.commit);
+        let c = &imp.commit;
+        assert_eq!(
+            cat(&target, c, "/usr/bin/kubelet").unwrap(),
+            b"kubelet binary"
+        );
+        assert_eq!(
+            cat(&target, c, "/usr/bin/kubelet-hardlink").unwrap(),
+            b"kubelet binary"
+        );
+        assert!(ls(&target, c, "/usr/bin/kubectl")
+            .unwrap()
+            .contains("-> kubelet"));
+        assert!(cat(&target, c, "/usr/etc/kubernetes/kubelet.conf").is_some());
+        assert!(
+            ls(&target, c, "/usr/share/pkg-a/data").is_none(),
+            "whiteout"
+        );
+        let pkg_c = ls(&target, c, "/usr/share/pkg-c").unwrap();
+        assert!(
+            pkg_c.contains("pkg-c/new") && !pkg_c.contains("pkg-c/data"),
+            "{pkg_c}"
+        );
+        let xattrs = run(Command::new("ostree")
+            .arg("ls")
+            .arg("-X")
+            .arg(format!("--repo={}", target.display()))
+            .arg(c)
+            .arg("/usr/bin/kubelet"));
+        assert!(xattrs.contains("user.strata.test"), "{xattrs}");
+        fsck(&target);
+
+        let info = inspect(&ImageRef::oci(&oci, "node"), &TransportOptions::default()).unwrap();
+        assert!(info
+            .packages
+            .iter()
+            .any(|p| p.name == "openshift-kubelet" && p.evr == "4.13.0-1.el8"));
+        assert!(info.packages.iter().any(|p| p.name == "bash"));
+        assert_eq!(
+            info.layers.last().unwrap().kind,
+            strata_oscontainer::LayerKind::Derived
+        );
+
+        // Runtimes apply the whiteouts too.
+        let bundle = fx.path("bundle");
+        run(Command::new("umoci")
+            .arg("unpack")
+            .arg("--rootless")
+            .arg("--image")
+            .arg(format!("{}:node", oci.display()))
+            .arg(&bundle));
+        let rootfs = bundle.join("rootfs");
+        assert!(rootfs.join("usr/bin/kubelet").is_file());
+        assert!(rootfs.join("etc/kubernetes/kubelet.conf").is_file());
+        assert!(!rootfs.join("usr/share/pkg-a/data").exists());
+        assert!(!rootfs.join("usr/share/pkg-c/data").exists());
+    }
+
+    #[test]
+    fn derived_images_are_reproducible() {
+        let (fx, oci) = base();
+        let a = derive(&fx, &oci, "a", false);
+        // Same changes, freshly written elsewhere (new inodes and mtimes).
+        let b = derive(&fx, &oci, "b", false);
+        assert_eq!(a.manifest_digest, b.manifest_digest);
+        assert_eq!(a.layers, b.layers);
+    }
+}

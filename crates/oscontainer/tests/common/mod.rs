@@ -667,3 +667,46 @@ impl Drop for Registry {
         let _ = self.child.wait();
     }
 }
+
+/// An overlayfs-style upper directory with the changes of a node layer:
+/// new files (a hard link, a symlink, an xattr, /etc content), a deletion
+/// (0:0 character device) and, with `opaque`, an opaque directory.
+pub fn node_upper_dir(dir: &Path, opaque: bool) {
+    let _ = fs::remove_dir_all(dir);
+    write(dir, "usr/bin/kubelet", b"kubelet binary", 0o755);
+    fs::hard_link(
+        dir.join("usr/bin/kubelet"),
+        dir.join("usr/bin/kubelet-hardlink"),
+    )
+    .unwrap();
+    symlink("kubelet", dir.join("usr/bin/kubectl")).unwrap();
+    rustix::fs::lsetxattr(
+        dir.join("usr/bin/kubelet"),
+        "user.strata.test",
+        b"kubelet-label",
+        rustix::fs::XattrFlags::empty(),
+    )
+    .unwrap();
+    write(
+        dir,
+        "usr/etc/kubernetes/kubelet.conf",
+        b"kind: KubeletConfiguration\n",
+        0o644,
+    );
+    fs::create_dir_all(dir.join("usr/share/pkg-a")).unwrap();
+    run(Command::new("mknod")
+        .arg(dir.join("usr/share/pkg-a/data"))
+        .arg("c")
+        .arg("0")
+        .arg("0"));
+    if opaque {
+        write(dir, "usr/share/pkg-c/new", b"new", 0o644);
+        rustix::fs::lsetxattr(
+            dir.join("usr/share/pkg-c"),
+            "trusted.overlay.opaque",
+            b"y",
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+    }
+}

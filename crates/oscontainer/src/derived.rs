@@ -1,0 +1,432 @@
+//! Derived images: a base image plus plain layers on top.
+//!
+//! `derive` specialises a base image per OpenShift release by adding layers;
+//! the base layers must stay byte-identical (same descriptors), and
+//! `ostree.final-diffid` keeps naming the base's last ostree layer, so clients
+//! know where ostree content stops. Each derived layer is built from a
+//! directory of changes — typically an overlayfs upper directory: 0:0
+//! character devices are deletions and become `.wh.NAME` whiteouts, a
+//! directory marked opaque (`trusted.overlay.opaque` or
+//! `user.overlay.opaque` = `y`) gets `.wh..wh..opq`, hard links inside the
+//! directory stay hard links, other xattrs travel as `SCHILY.xattr.*` PAX
+//! records, and `usr/etc` is written as `etc` (the container view, as in the
+//! base). The tar is canonical: sorted names, numeric owners, mtimes clamped
+//! to SOURCE_DATE_EPOCH. Overlay `redirect_dir`/`metacopy` features must be
+//! off when producing the directory: their xattrs are not followed.
+//!
+//! This module must not know what a package is beyond the names and
+//! versions the caller puts in annotations.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::BufWriter;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use oci_spec::image::{
+    DescriptorBuilder, HistoryBuilder, ImageManifestBuilder, MediaType, Platform,
+};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::chunking::COMPONENTS_ANNOTATION;
+use crate::compress::{Compression, Encoder};
+use crate::encapsulate::{oci_err, rfc3339, LayerInfo, LABEL_VERSION};
+use crate::error::{Context, Error, Result};
+use crate::import::split_layers;
+use crate::inspect::{Package, PACKAGES_ANNOTATION};
+use crate::layout::Layout;
+use crate::tarball::{Meta, TarWriter};
+
+/// One derived layer to add.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct DerivedLayer {
+    /// Directory holding the layer's changes (an overlayfs upper dir).
+    pub dir: PathBuf,
+    /// Names of the components (packages) in the layer; annotated as
+    /// `ostree.components`.
+    pub components: Vec<String>,
+    /// Packages the layer adds or replaces; annotated as `strata.packages`
+    /// so that `inspect` lists them.
+    pub packages: Vec<Package>,
+    /// History entry (`created_by`).
+    pub description: String,
+}
+
+impl DerivedLayer {
+    /// A layer from `dir` with no annotations.
+    pub fn new(dir: &Path, description: &str) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            components: Vec::new(),
+            packages: Vec::new(),
+            description: description.to_string(),
+        }
+    }
+}
+
+/// How to write a derived image.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct DeriveOptions {
+    /// Labels to add or replace (e.g. `org.opencontainers.image.version`,
+    /// `com.coreos.openshift-version`, `io.openshift.build.versions`).
+    pub labels: BTreeMap<String, String>,
+    /// Layer compression.
+    pub compression: Compression,
+    /// SOURCE_DATE_EPOCH: the config's `created`, history times, and the
+    /// upper bound of tar mtimes. Default: the base image's `created`, and
+    /// mtimes as found.
+    pub source_date_epoch: Option<u64>,
+}
+
+/// What [`append_layers`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct Derived {
+    /// `oci:DIR:TAG` of the new image.
+    pub image: String,
+    /// Manifest digest.
+    pub manifest_digest: String,
+    /// Config digest.
+    pub config_digest: String,
+    /// The base image's manifest digest.
+    pub base_manifest_digest: String,
+    /// `org.opencontainers.image.version`.
+    pub version: Option<String>,
+    /// The added layers.
+    pub layers: Vec<LayerInfo>,
+}
+
+/// Writes image `tag` = image `base_tag` of the layout `oci` plus `layers`.
+pub fn append_layers(
+    oci: &Path,
+    base_tag: &str,
+    tag: &str,
+    layers: &[DerivedLayer],
+    opts: &DeriveOptions,
+) -> Result<Derived> {
+    if tag.is_empty() || tag.contains('/') || tag.contains(':') {
+        return Err(Error::InvalidOption(format!(
+            "tag {tag:?} must be non-empty and contain no '/' or ':'"
+        )));
+    }
+    let layout = Layout::open(oci)?;
+    let base = layout.resolve(Some(base_tag))?;
+    split_layers(&base, &format!("oci:{}:{base_tag}", oci.display()))?;
+    for l in base.manifest.layers() {
+        layout.verify_blob(l)?;
+    }
+    for l in layers {
+        for c in &l.components {
+            if c.is_empty() || c.contains(',') {
+                return Err(Error::InvalidOption(format!("component name {c:?}")));
+            }
+        }
+    }
+    let ocidir = Layout::ocidir(oci)?;
+    let created = match opts.source_date_epoch {
+        Some(t) => Some(rfc3339(t)),
+        None => base.config.created().clone(),
+    };
+    let written: Vec<Result<ocidir::Layer>> = layers
+        .par_iter()
+        .map(|l| write_dir_layer(&ocidir, l, opts))
+        .collect();
+
+    let mut manifest_layers = base.manifest.layers().clone();
+    let mut config = base.config.clone();
+    let mut infos = Vec::new();
+    for (l, w) in layers.iter().zip(written) {
+        let w = w?;
+        let mut annotations = HashMap::new();
+        let mut components = l.components.clone();
+        components.sort();
+        components.dedup();
+        annotations.insert(COMPONENTS_ANNOTATION.to_string(), components.join(","));
+        if !l.packages.is_empty() {
+            let mut p = l.packages.clone();
+            p.sort();
+            annotations.insert(
+                PACKAGES_ANNOTATION.to_string(),
+                serde_json::to_string(&p).context_with(|| "serializing packages".into())?,
+            );
+        }
+        let desc = DescriptorBuilder::default()
+            .media_type(w.media_type.clone())
+            .digest(w.blob.sha256().clone())
+            .size(w.blob.size())
+            .annotations(annotations)
+            .build()
+            .map_err(oci_err)?;
+        let diff_id = format!("sha256:{}", w.uncompressed_sha256.digest());
+        config.rootfs_mut().diff_ids_mut().push(diff_id.clone());
+        let mut h = HistoryBuilder::default().created_by(l.description.clone());
+        if let Some(c) = &created {
+            h = h.created(c.clone());
+        }
+        config
+            .history_mut()
+            .get_or_insert_with(Vec::new)
+            .push(h.build().map_err(oci_err)?);
+        infos.push(LayerInfo {
+            digest: desc.digest().to_string(),
+            size: desc.size(),
+            diff_id,
+            components,
+            description: l.description.clone(),
+        });
+        manifest_layers.push(desc);
+    }
+    config.set_created(created);
+    let mut ctr = config.config().clone().unwrap_or_default();
+    let mut labels = ctr.labels().clone().unwrap_or_default();
+    labels.extend(opts.labels.clone());
+    ctr.set_labels(Some(labels.clone()));
+    config.set_config(Some(ctr));
+
+    let layout_err = |source| Error::Layout {
+        path: oci.to_path_buf(),
+        source,
+    };
+    let config_desc = ocidir.write_config(config).map_err(layout_err)?;
+    let mut annotations = base.manifest.annotations().clone().unwrap_or_default();
+    annotations.extend(opts.labels.clone());
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(config_desc.clone())
+        .layers(manifest_layers)
+        .annotations(annotations)
+        .build()
+        .map_err(oci_err)?;
+    let desc = ocidir
+        .insert_manifest(manifest, Some(tag), Platform::default())
+        .map_err(layout_err)?;
+    Ok(Derived {
+        image: format!("oci:{}:{tag}", oci.display()),
+        manifest_digest: desc.digest().to_string(),
+        config_digest: config_desc.digest().to_string(),
+        base_manifest_digest: base.manifest_digest,
+        version: labels.get(LABEL_VERSION).cloned(),
+        layers: infos,
+    })
+}
+
+fn write_dir_layer(
+    ocidir: &ocidir::OciDir,
+    layer: &DerivedLayer,
+    opts: &DeriveOptions,
+) -> Result<ocidir::Layer> {
+    let c = opts.compression;
+    let lw = ocidir
+        .create_custom_layer(|bw| Encoder::new(c, bw), c.media_type())
+        .map_err(|source| Error::Layout {
+            path: layer.dir.clone(),
+            source,
+        })?;
+    let mut t = TarWriter::new(BufWriter::with_capacity(256 * 1024, lw), 0);
+    let mut w = DirWalker {
+        root: &layer.dir,
+        clamp: opts.source_date_epoch,
+        links: HashMap::new(),
+    };
+    w.dir(&mut t, &layer.dir, "")?;
+    let io = |source| Error::Io {
+        context: format!("writing the layer from {}", layer.dir.display()),
+        source,
+    };
+    let lw = t
+        .finish()
+        .map_err(io)?
+        .into_inner()
+        .map_err(|e| io(e.into_error()))?;
+    lw.complete().map_err(|source| Error::Layout {
+        path: layer.dir.clone(),
+        source,
+    })
+}
+
+struct DirWalker<'a> {
+    root: &'a Path,
+    clamp: Option<u64>,
+    /// (dev, ino) of multiply-linked files → their first tar path.
+    links: HashMap<(u64, u64), String>,
+}
+
+/// The container-view name of a path relative to the layer root.
+fn tar_name(rel: &str) -> String {
+    if rel == "usr/etc" || rel.starts_with("usr/etc/") {
+        rel[4..].to_string()
+    } else {
+        rel.to_string()
+    }
+}
+
+impl DirWalker<'_> {
+    fn meta(&self, m: &fs::Metadata) -> Meta {
+        Meta {
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode() & 0o7777,
+        }
+    }
+
+    fn with_mtime<W: std::io::Write>(&self, t: &mut TarWriter<W>, m: &fs::Metadata) {
+        let mtime = u64::try_from(m.mtime()).unwrap_or(0);
+        t.set_mtime(self.clamp.map_or(mtime, |c| mtime.min(c)));
+    }
+
+    fn dir<W: std::io::Write>(
+        &mut self,
+        t: &mut TarWriter<W>,
+        dir: &Path,
+        rel: &str,
+    ) -> Result<()> {
+        let ctx = |p: &Path| format!("reading {}", p.display());
+        let mut names: Vec<std::ffi::OsString> = fs::read_dir(dir)
+            .context_with(|| ctx(dir))?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()
+            .context_with(|| ctx(dir))?;
+        names.sort();
+        for name in names {
+            let path = dir.join(&name);
+            let name = name.into_string().map_err(|n| {
+                Error::InvalidOption(format!(
+                    "{}: non-UTF-8 file name {n:?}",
+                    self.root.display()
+                ))
+            })?;
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            let tname = tar_name(&child);
+            let m = fs::symlink_metadata(&path).context_with(|| ctx(&path))?;
+            let ft = m.file_type();
+            let err = |source| Error::Io {
+                context: format!("writing {tname} from {}", self.root.display()),
+                source,
+            };
+            self.with_mtime(t, &m);
+            if ft.is_char_device() && m.rdev() == 0 {
+                // overlayfs whiteout.
+                let parent = tname
+                    .rsplit_once('/')
+                    .map(|(p, _)| format!("{p}/"))
+                    .unwrap_or_default();
+                t.data(&format!("{parent}.wh.{name}"), Meta::root(0o644), b"")
+                    .map_err(err)?;
+            } else if ft.is_dir() {
+                t.pax(&xattrs(&path)?).map_err(err)?;
+                t.dir(&tname, self.meta(&m)).map_err(err)?;
+                if is_opaque(&path)? {
+                    t.data(&format!("{tname}/.wh..wh..opq"), Meta::root(0o644), b"")
+                        .map_err(err)?;
+                }
+                self.dir(t, &path, &child)?;
+            } else if ft.is_symlink() {
+                let target = fs::read_link(&path).context_with(|| ctx(&path))?;
+                let target = target.to_str().ok_or_else(|| {
+                    Error::InvalidOption(format!("{}: non-UTF-8 symlink target", path.display()))
+                })?;
+                t.pax(&xattrs(&path)?).map_err(err)?;
+                t.symlink(&tname, self.meta(&m), target).map_err(err)?;
+            } else if ft.is_file() {
+                if m.nlink() > 1 {
+                    if let Some(first) = self.links.get(&(m.dev(), m.ino())) {
+                        t.hardlink(&tname, self.meta(&m), first).map_err(err)?;
+                        continue;
+                    }
+                    self.links.insert((m.dev(), m.ino()), tname.clone());
+                }
+                let mut f = fs::File::open(&path).context_with(|| ctx(&path))?;
+                t.pax(&xattrs(&path)?).map_err(err)?;
+                t.file(&tname, self.meta(&m), m.len(), &mut f)
+                    .map_err(err)?;
+            } else {
+                return Err(Error::InvalidOption(format!(
+                    "{}: sockets, FIFOs and device nodes cannot be stored in ostree",
+                    path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// xattr names that describe the overlay, not the file.
+fn is_overlay_xattr(name: &str) -> bool {
+    name.starts_with("trusted.overlay.") || name.starts_with("user.overlay.")
+}
+
+fn is_opaque(path: &Path) -> Result<bool> {
+    for name in ["trusted.overlay.opaque", "user.overlay.opaque"] {
+        if get_xattr(path, name)?.as_deref() == Some(b"y") {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn get_xattr(path: &Path, name: &str) -> Result<Option<Vec<u8>>> {
+    let ctx = || format!("reading xattr {name} of {}", path.display());
+    let size = match rustix::fs::lgetxattr_query(path, name) {
+        Ok(n) => n,
+        Err(e) if e == rustix::io::Errno::NODATA || e == rustix::io::Errno::NOTSUP => {
+            return Ok(None)
+        }
+        Err(e) => return Err(std::io::Error::from(e)).context_with(ctx),
+    };
+    let mut buf = vec![0u8; size];
+    let n = rustix::fs::lgetxattr(path, name, &mut buf[..])
+        .map_err(std::io::Error::from)
+        .context_with(ctx)?;
+    buf.truncate(n);
+    Ok(Some(buf))
+}
+
+/// The xattrs of a file as PAX records, overlay bookkeeping excluded.
+fn xattrs(path: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    let ctx = || format!("listing xattrs of {}", path.display());
+    let size = match rustix::fs::llistxattr_query(path) {
+        Ok(n) => n,
+        Err(e) if e == rustix::io::Errno::NOTSUP => return Ok(Vec::new()),
+        Err(e) => return Err(std::io::Error::from(e)).context_with(ctx),
+    };
+    if size == 0 {
+        return Ok(Vec::new());
+    }
+    let mut buf = vec![0u8; size];
+    let n = rustix::fs::llistxattr(path, &mut buf[..])
+        .map_err(std::io::Error::from)
+        .context_with(ctx)?;
+    let mut out = Vec::new();
+    for name in buf[..n].split(|b| *b == 0).filter(|n| !n.is_empty()) {
+        let name = String::from_utf8_lossy(name).into_owned();
+        if is_overlay_xattr(&name) {
+            continue;
+        }
+        if let Some(v) = get_xattr(path, &name)? {
+            out.push((format!("SCHILY.xattr.{name}"), v));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_use_the_container_view() {
+        assert_eq!(tar_name("usr/etc/crio/crio.conf"), "etc/crio/crio.conf");
+        assert_eq!(tar_name("usr/etc"), "etc");
+        assert_eq!(tar_name("usr/bin/kubelet"), "usr/bin/kubelet");
+        assert!(is_overlay_xattr("trusted.overlay.opaque"));
+        assert!(!is_overlay_xattr("security.capability"));
+    }
+}
