@@ -149,6 +149,8 @@ fn compose(args: ComposeArgs) -> Result<ExitCode> {
 
 fn compose_json(r: &strata_compose::ComposeResult) -> serde_json::Value {
     serde_json::json!({
+        "image": r.image,
+        "digest": r.digest,
         "changed": r.changed,
         "stream": r.stream,
         "version": r.version,

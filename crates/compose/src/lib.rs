@@ -94,6 +94,10 @@ pub struct ComposeResult {
     pub inputhash: String,
     /// The ref in `W/repo` pointing at the commit.
     pub ostree_ref: String,
+    /// `oci:W/oci:TAG`, the base image.
+    pub image: String,
+    /// The image's manifest digest.
+    pub digest: String,
     pub build_dir: PathBuf,
     pub lockfile: PathBuf,
     pub packages: usize,
@@ -217,6 +221,8 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
                 ostree_commit: prev.ostree_commit.clone(),
                 inputhash,
                 ostree_ref,
+                image: image_ref(&wd, prev.image_tag.as_deref().unwrap_or_default()),
+                digest: prev.image_digest.clone().unwrap_or_default(),
                 lockfile: build_dir.join(LOCKFILE_NAME),
                 build_dir,
                 packages: packages.len(),
@@ -310,6 +316,24 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     )?;
     tracing::info!("committed {checksum}");
 
+    let tag = format!("{stream}-{version}");
+    let prior_map = previous
+        .as_ref()
+        .and_then(|p| std::fs::read(wd.build_dir(&p.stream, &p.version).join(LAYER_MAP)).ok())
+        .and_then(|b| serde_json::from_slice::<strata_oscontainer::LayerMap>(&b).ok());
+    let mut enc = strata_oscontainer::EncapsulateOptions::default();
+    enc.labels = [
+        ("com.coreos.osname".to_string(), manifest.osname.clone()),
+        ("strata.inputhash".to_string(), inputhash.clone()),
+    ]
+    .into();
+    enc.source_date_epoch = Some(sde);
+    enc.content = Some(content_map(&wd.repo(), &checksum, &kernel.kver)?);
+    enc.prior = prior_map;
+    let image = strata_oscontainer::encapsulate(&wd.repo(), &checksum, &wd.oci(), &tag, &enc)
+        .context("encapsulating the commit into the base image")?;
+    tracing::info!("base image {} ({})", image.image, image.manifest_digest);
+
     let lock = lockfile_for(&packages, &allowed);
     let nevras: Vec<String> = packages.iter().map(|p| p.nevra.clone()).collect();
     let package_diff = match &previous {
@@ -335,8 +359,8 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         id: meta.build_id.clone(),
         inputhash: inputhash.clone(),
         ostree_commit: checksum.clone(),
-        image_digest: None,
-        image_tag: None,
+        image_digest: Some(image.manifest_digest.clone()),
+        image_tag: Some(tag.clone()),
     };
     wd.record(
         &entry,
@@ -344,6 +368,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
             ("meta.json", pretty(&meta)),
             (LOCKFILE_NAME, lock.to_json()),
             ("accounts.json", pretty(&accounts)),
+            (LAYER_MAP, pretty(&image.layer_map)),
         ],
     )?;
     let build_dir = wd.build_dir(&stream, &version);
@@ -354,10 +379,51 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         ostree_commit: checksum,
         inputhash,
         ostree_ref,
+        image: image_ref(&wd, &tag),
+        digest: image.manifest_digest,
         lockfile: build_dir.join(LOCKFILE_NAME),
         build_dir,
         packages: packages.len(),
     })
+}
+
+/// The previous build's layer assignment, kept so updates move few layers.
+const LAYER_MAP: &str = "layer-map.json";
+
+fn image_ref(wd: &Workdir, tag: &str) -> String {
+    format!("oci:{}:{tag}", wd.oci().display())
+}
+
+/// Which package owns each file of the commit, for chunking: packages are
+/// the components, the kernel and initramfs one of their own.
+fn content_map(repo: &Path, commit: &str, kver: &str) -> Result<strata_oscontainer::ContentMap> {
+    let co = tempfile::tempdir().context("temporary directory for the rpmdb")?;
+    // Only the rpmdb is needed to learn file ownership.
+    strata_process::run(
+        std::process::Command::new("ostree")
+            .arg(format!("--repo={}", repo.display()))
+            .args(["checkout", "-U", "--subpath=/usr/share/rpm"])
+            .arg(commit)
+            .arg(co.path().join("rpm")),
+    )?;
+    let out = strata_process::stdout(
+        std::process::Command::new("rpm")
+            .arg("--dbpath")
+            .arg(co.path().join("rpm"))
+            .args(["-qa", "--qf", "[%{NAME}\t%{FILENAMES}\n]"]),
+    )?;
+    let mut map = strata_oscontainer::ContentMap::new();
+    for line in out.lines() {
+        if let Some((name, path)) = line.split_once('\t') {
+            map.assign(path, name);
+        }
+    }
+    const KERNEL_IMAGE: &str = "kernel-image";
+    map.add_component(KERNEL_IMAGE, 10);
+    for f in ["vmlinuz", "initramfs.img"] {
+        map.assign(&format!("/usr/lib/modules/{kver}/{f}"), KERNEL_IMAGE);
+    }
+    Ok(map)
 }
 
 fn pretty<T: Serialize>(v: &T) -> Vec<u8> {

@@ -167,6 +167,17 @@ fn demo_base_follows_the_conventions() {
         .args(["show", "--print-metadata-key=version"])
         .arg(&r.ostree_commit));
     assert_eq!(version.trim(), "'8.6.20261015-0'");
+
+    // The base image, as a registry client sees it.
+    let inspect: serde_json::Value =
+        serde_json::from_str(&run(Command::new("skopeo").arg("inspect").arg(&r.image))).unwrap();
+    assert_eq!(inspect["Digest"], r.digest.as_str());
+    let labels = &inspect["Labels"];
+    assert_eq!(labels["ostree.commit"], r.ostree_commit.as_str());
+    assert_eq!(labels["org.opencontainers.image.version"], "8.6.20261015-0");
+    assert_eq!(labels["ostree.linux"], kver.as_str());
+    assert_eq!(labels["com.coreos.osname"], "rhcos");
+    assert_eq!(labels["containers.bootc"], "1");
 }
 
 #[test]
@@ -192,6 +203,7 @@ fn same_inputs_give_the_same_commit_in_a_fresh_workdir_and_from_the_lockfile() {
     )
     .unwrap();
     assert_eq!(locked.ostree_commit, r.ostree_commit);
+    assert_eq!(locked.digest, r.digest, "same commit, same image bytes");
 }
 
 #[test]
