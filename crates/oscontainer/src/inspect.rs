@@ -4,7 +4,8 @@
 //! `--json`); they are plain serializable data so that the CLI only formats.
 //! Packages come from the ostree commit's metadata (rpm-ostree's
 //! `rpmostree.rpmdb.pkglist`, or the same-shaped `strata.packages`, type
-//! `a(sssss)`: name, epoch, version, release, arch), read from the commit
+//! `a(sssss)`: name, epoch, version, release, arch; a numeric epoch,
+//! `a(stsss)`, is accepted too), read from the commit
 //! object in the first layer — no repository needed — then updated by the
 //! `strata.packages` annotation (a JSON list) of each derived layer.
 //!
@@ -234,28 +235,47 @@ fn commit_packages(layout: &Layout, desc: &oci_spec::image::Descriptor) -> Resul
             &data,
             &ostree::metadata_variant_type(ostree::ObjectType::Commit),
         );
-        let (meta, ..) = v
-            .try_get::<ostree::CommitVariantType>()
-            .map_err(|e| bad(format!("bad commit object: {e}")))?;
-        type PkgList = Vec<(String, String, String, String, String)>;
-        let list = [RPMOSTREE_PKGLIST, STRATA_PKGLIST]
-            .iter()
-            .find_map(|k| meta.lookup::<PkgList>(k).ok().flatten())
-            .unwrap_or_default();
-        return Ok(list
-            .into_iter()
-            .map(|(name, epoch, version, release, arch)| Package {
-                name,
-                evr: if epoch.is_empty() || epoch == "0" {
-                    format!("{version}-{release}")
-                } else {
-                    format!("{epoch}:{version}-{release}")
-                },
-                arch,
-            })
-            .collect());
+        return packages_of_commit(&v).map_err(bad);
     }
     Err(bad("no commit object in the first layer".into()))
+}
+
+/// The package list in a commit object's metadata (empty if it has none).
+fn packages_of_commit(v: &glib::Variant) -> Result<Vec<Package>, String> {
+    let (meta, ..) = v
+        .try_get::<ostree::CommitVariantType>()
+        .map_err(|e| format!("bad commit object: {e}"))?;
+    // rpm-ostree writes `a(sssss)` (epoch as a string); accept a numeric
+    // epoch (`a(stsss)`) too.
+    type PkgList = Vec<(String, String, String, String, String)>;
+    type PkgListNumericEpoch = Vec<(String, u64, String, String, String)>;
+    let list = [RPMOSTREE_PKGLIST, STRATA_PKGLIST]
+        .iter()
+        .find_map(|k| {
+            meta.lookup::<PkgList>(k).ok().flatten().or_else(|| {
+                meta.lookup::<PkgListNumericEpoch>(k)
+                    .ok()
+                    .flatten()
+                    .map(|l| {
+                        l.into_iter()
+                            .map(|(n, e, v, r, a)| (n, e.to_string(), v, r, a))
+                            .collect()
+                    })
+            })
+        })
+        .unwrap_or_default();
+    Ok(list
+        .into_iter()
+        .map(|(name, epoch, version, release, arch)| Package {
+            name,
+            evr: if epoch.is_empty() || epoch == "0" {
+                format!("{version}-{release}")
+            } else {
+                format!("{epoch}:{version}-{release}")
+            },
+            arch,
+        })
+        .collect())
 }
 
 /// A package in both images with another version.
@@ -395,6 +415,45 @@ mod tests {
             layers,
             packages,
         }
+    }
+
+    fn commit_with(key: &str, list: glib::Variant) -> glib::Variant {
+        use glib::prelude::*;
+        let meta = glib::VariantDict::new(None);
+        meta.insert_value(key, &list);
+        glib::Variant::tuple_from_iter([
+            meta.end(),
+            Vec::<u8>::new().to_variant(),
+            Vec::<(String, Vec<u8>)>::new().to_variant(),
+            "subject".to_variant(),
+            "".to_variant(),
+            0u64.to_variant(),
+            vec![0u8; 32].to_variant(),
+            vec![0u8; 32].to_variant(),
+        ])
+    }
+
+    #[test]
+    fn package_lists_with_string_or_numeric_epochs() {
+        use glib::prelude::*;
+        let s = vec![("bash", "1", "5.1", "2.el8", "x86_64")].to_variant();
+        let t = vec![("bash", 1u64, "5.1", "2.el8", "x86_64")].to_variant();
+        let want = vec![Package {
+            name: "bash".into(),
+            evr: "1:5.1-2.el8".into(),
+            arch: "x86_64".into(),
+        }];
+        for (key, list) in [
+            (RPMOSTREE_PKGLIST, s.clone()),
+            (RPMOSTREE_PKGLIST, t),
+            (STRATA_PKGLIST, s),
+        ] {
+            assert_eq!(packages_of_commit(&commit_with(key, list)).unwrap(), want);
+        }
+        assert!(packages_of_commit(&commit_with("other", true.to_variant()))
+            .unwrap()
+            .is_empty());
+        assert!(packages_of_commit(&true.to_variant()).is_err());
     }
 
     #[test]
