@@ -219,3 +219,126 @@ pub(crate) fn decompressor(
         }
     })
 }
+
+/// A tagged image in a layout.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TaggedImage {
+    /// The tag.
+    pub tag: String,
+    /// Its manifest digest.
+    pub manifest_digest: String,
+}
+
+/// What [`prune`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Pruned {
+    /// Blobs deleted.
+    pub blobs: usize,
+    /// Bytes freed.
+    pub bytes: u64,
+}
+
+/// The tagged images of the layout `oci`, sorted by tag.
+pub fn list_tags(oci: &Path) -> Result<Vec<TaggedImage>> {
+    let layout = Layout::open(oci)?;
+    let mut out: Vec<TaggedImage> = layout
+        .index()?
+        .manifests()
+        .iter()
+        .filter_map(|d| {
+            let tag = d.annotations().as_ref()?.get(TAG_ANNOTATION)?.clone();
+            Some(TaggedImage {
+                tag,
+                manifest_digest: d.digest().to_string(),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.tag.cmp(&b.tag));
+    Ok(out)
+}
+
+/// Removes `tag` from the layout's index; its blobs stay until [`prune`].
+/// Returns whether the tag existed.
+pub fn remove_tag(oci: &Path, tag: &str) -> Result<bool> {
+    let layout = Layout::open(oci)?;
+    let mut index = layout.index()?;
+    let before = index.manifests().len();
+    let kept: Vec<Descriptor> = index
+        .manifests()
+        .iter()
+        .filter(|d| {
+            d.annotations()
+                .as_ref()
+                .and_then(|a| a.get(TAG_ANNOTATION))
+                .is_none_or(|t| t != tag)
+        })
+        .cloned()
+        .collect();
+    if kept.len() == before {
+        return Ok(false);
+    }
+    index.set_manifests(kept);
+    write_index(oci, &index)?;
+    Ok(true)
+}
+
+/// Deletes the blobs of the layout `oci` that no image in its index uses.
+pub fn prune(oci: &Path) -> Result<Pruned> {
+    let layout = Layout::open(oci)?;
+    let mut keep = std::collections::BTreeSet::new();
+    for d in layout.index()?.manifests() {
+        keep.insert(d.digest().digest().to_string());
+        if d.media_type() == &MediaType::ImageIndex {
+            return Err(Error::InvalidOption(format!(
+                "{}: nested image indexes are not supported by prune",
+                oci.display()
+            )));
+        }
+        let manifest: ImageManifest = layout.read_json(d, "manifest")?;
+        keep.insert(manifest.config().digest().digest().to_string());
+        for l in manifest.layers() {
+            keep.insert(l.digest().digest().to_string());
+        }
+    }
+    let dir = oci.join("blobs/sha256");
+    let mut pruned = Pruned::default();
+    for e in std::fs::read_dir(&dir).context_with(|| format!("reading {}", dir.display()))? {
+        let e = e.context_with(|| format!("reading {}", dir.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if keep.contains(&name) {
+            continue;
+        }
+        let size = e.metadata().map(|m| m.len()).unwrap_or(0);
+        std::fs::remove_file(e.path())
+            .context_with(|| format!("removing {}", e.path().display()))?;
+        pruned.blobs += 1;
+        pruned.bytes += size;
+    }
+    Ok(pruned)
+}
+
+/// Writes index.json atomically with sorted keys (as ocidir does).
+fn write_index(oci: &Path, index: &ImageIndex) -> Result<()> {
+    fn sorted(v: serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut entries: Vec<(String, serde_json::Value)> = m.into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                serde_json::Value::Object(
+                    entries.into_iter().map(|(k, v)| (k, sorted(v))).collect(),
+                )
+            }
+            serde_json::Value::Array(a) => {
+                serde_json::Value::Array(a.into_iter().map(sorted).collect())
+            }
+            v => v,
+        }
+    }
+    let value = serde_json::to_value(index).context_with(|| "serializing index.json".into())?;
+    let data =
+        serde_json::to_vec(&sorted(value)).context_with(|| "serializing index.json".into())?;
+    let tmp = oci.join(".index.json.tmp");
+    std::fs::write(&tmp, data).context_with(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, oci.join("index.json"))
+        .context_with(|| format!("replacing {}/index.json", oci.display()))
+}

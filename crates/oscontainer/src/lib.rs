@@ -19,7 +19,8 @@
 //!   whiteouts; refuses corrupt or hostile input.
 //! - [`inspect`](mod@inspect): labels, layers, packages of an image; the diff of two images.
 //! - [`transport`]: image references, push and pull with skopeo.
-//! - `layout` (private): verified reading of OCI layouts.
+//! - `layout`: verified reading of OCI layouts; tags and pruning of the
+//!   shared blob store.
 //! - `commit` (private): an ostree commit as plain data.
 //! - `tarball`, `compress` (private): deterministic tar and gzip/zstd.
 //!
@@ -44,5 +45,5 @@ pub use encapsulate::{encapsulate, ContentMap, EncapsulateOptions, Encapsulated,
 pub use error::{Error, Result};
 pub use import::{import, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
-pub use layout::TAG_ANNOTATION;
+pub use layout::{list_tags, prune, remove_tag, Pruned, TaggedImage, TAG_ANNOTATION};
 pub use transport::{pull, push, ImageRef, TransportOptions};
