@@ -9,7 +9,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 /// Builds Red Hat CoreOS-style operating systems in layers.
@@ -163,24 +163,71 @@ fn compose_json(r: &strata_compose::ComposeResult) -> serde_json::Value {
     })
 }
 
+/// The demo manifests, embedded so that `strata demo` runs from anywhere.
+const DEMO_MANIFESTS: &[(&str, &str)] = &[
+    (
+        "rhel-8.6.yaml",
+        include_str!("../../../manifests/demo/rhel-8.6.yaml"),
+    ),
+    (
+        "rhel-8.6-repos.yaml",
+        include_str!("../../../manifests/demo/rhel-8.6-repos.yaml"),
+    ),
+    (
+        "ocp-4.12.yaml",
+        include_str!("../../../manifests/demo/ocp-4.12.yaml"),
+    ),
+    (
+        "ocp-4.13.yaml",
+        include_str!("../../../manifests/demo/ocp-4.13.yaml"),
+    ),
+];
+
 fn demo(args: DemoArgs) -> Result<ExitCode> {
-    let out = args.workdir.join("fixture");
-    let fixture =
-        strata_testdistro::Fixture::generate(&out, &strata_testdistro::Options::default())?;
-    let count: usize = fixture.info.repos.iter().map(|r| r.packages.len()).sum();
-    println!("strata demo");
-    println!(
-        "  fixture distribution: {} ({} repos, {count} packages, release key {})",
-        fixture.root.display(),
-        fixture.info.repos.len(),
-        fixture.info.release_key.fingerprint
-    );
-    for file in ["rhel-8.6-20261101", "rhocp-4.12", "rhocp-4.13", "epel-8"] {
-        println!(
-            "  repo file: {}",
-            fixture.path(&format!("repos/{file}.repo")).display()
-        );
+    let fixture = strata_testdistro::Fixture::generate(
+        &args.workdir.join("fixture"),
+        &strata_testdistro::Options::default(),
+    )?;
+    let manifests = args.workdir.join("manifests/demo");
+    std::fs::create_dir_all(&manifests)
+        .with_context(|| format!("creating {}", manifests.display()))?;
+    for (name, text) in DEMO_MANIFESTS {
+        std::fs::write(manifests.join(name), text)
+            .with_context(|| format!("writing {}", manifests.join(name).display()))?;
     }
+    let vars =
+        strata_manifest::Vars::from_assignments([format!("fixture={}", fixture.root.display())])?;
+    let base = strata_compose::compose(
+        &strata_compose::ComposeOptions::new(manifests.join("rhel-8.6.yaml"), &args.workdir)
+            .vars(vars),
+    )?;
+
+    let count: usize = fixture.info.repos.iter().map(|r| r.packages.len()).sum();
+    println!("strata demo: {}", args.workdir.display());
+    println!(
+        "  fixture distribution  {} ({} repos, {count} packages)",
+        fixture.root.display(),
+        fixture.info.repos.len()
+    );
+    println!(
+        "  base image            {} {}{}",
+        base.stream,
+        base.version,
+        if base.changed {
+            ""
+        } else {
+            " (unchanged, not rebuilt)"
+        }
+    );
+    println!("    image               {}", base.image);
+    println!("    digest              {}", base.digest);
+    println!("    ostree commit       {}", base.ostree_commit);
+    println!(
+        "    packages            {} (lockfile {})",
+        base.packages,
+        base.lockfile.display()
+    );
+    println!("  next stages (derive per OCP release, disk images) land with their issues");
     Ok(ExitCode::SUCCESS)
 }
 
