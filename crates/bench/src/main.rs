@@ -25,7 +25,8 @@ fn main() -> Result<()> {
     )?;
     let scratch = tempfile::tempdir_in(&target).context("scratch directory")?;
     let manifest = scale_manifest(&fixture, scratch.path())?;
-    let vars = strata_manifest::Vars::from_assignments([format!("fixture={}", fixture.root.display())])?;
+    let vars =
+        strata_manifest::Vars::from_assignments([format!("fixture={}", fixture.root.display())])?;
 
     println!("compose, fixture at --scale {SCALE}");
     let workdir = scratch.path().join("strata-work");
@@ -35,7 +36,8 @@ fn main() -> Result<()> {
         )
     })?;
     let packages = result.packages;
-    let (baseline, ()) = timed(|| dnf_and_ostree_commit(&fixture, scratch.path(), &manifest_packages(&result)?))?;
+    let (baseline, ()) =
+        timed(|| dnf_and_ostree_commit(&fixture, scratch.path(), &manifest_packages(&result)?))?;
     let (noop, again) = timed(|| {
         strata_compose::compose(
             &strata_compose::ComposeOptions::new(&manifest, &workdir).vars(vars.clone()),
@@ -44,10 +46,22 @@ fn main() -> Result<()> {
     anyhow::ensure!(!again.changed, "the second compose was not a no-op");
 
     println!("  {packages} packages");
-    println!("  strata compose (to a chunked OCI image)      {:>8.2} s", secs(strata));
-    println!("  baseline: dnf --installroot + ostree commit  {:>8.2} s", secs(baseline));
-    println!("  ratio baseline/strata                        {:>8.2}x (above 1: strata is faster)", secs(baseline) / secs(strata));
-    println!("  strata no-op rebuild                         {:>8.2} s (target: under 2 s)", secs(noop));
+    println!(
+        "  strata compose (to a chunked OCI image)      {:>8.2} s",
+        secs(strata)
+    );
+    println!(
+        "  baseline: dnf --installroot + ostree commit  {:>8.2} s",
+        secs(baseline)
+    );
+    println!(
+        "  ratio baseline/strata                        {:>8.2}x (above 1: strata is faster)",
+        secs(baseline) / secs(strata)
+    );
+    println!(
+        "  strata no-op rebuild                         {:>8.2} s (target: under 2 s)",
+        secs(noop)
+    );
     Ok(())
 }
 
@@ -64,7 +78,9 @@ fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(Duration, T)> {
 /// The demo base plus every synthetic package.
 fn scale_manifest(fixture: &strata_testdistro::Fixture, dir: &Path) -> Result<PathBuf> {
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo/rhel-8.6.yaml");
-    let scale = fixture.repo("rhel-8.6-scale", None).context("fixture without the scale repo")?;
+    let scale = fixture
+        .repo("rhel-8.6-scale", None)
+        .context("fixture without the scale repo")?;
     let names: Vec<&str> = scale.packages.iter().map(|p| p.name.as_str()).collect();
     let text = format!(
         "edition: 1\ninclude: {demo}\nrepos:\n  - id: rhel-8.6-scale\n    baseurl: file://{root}/{dir}\n    gpgkey: file://{root}/{key}\ninputs:\n  repos: [rhel-8.6-scale]\npackages:\n  - {names}\n",
@@ -85,7 +101,11 @@ fn manifest_packages(r: &strata_compose::ComposeResult) -> Result<Vec<String>> {
 }
 
 /// What a release engineer would script without strata.
-fn dnf_and_ostree_commit(fixture: &strata_testdistro::Fixture, dir: &Path, packages: &[String]) -> Result<()> {
+fn dnf_and_ostree_commit(
+    fixture: &strata_testdistro::Fixture,
+    dir: &Path,
+    packages: &[String],
+) -> Result<()> {
     let reposdir = dir.join("baseline-repos.d");
     std::fs::create_dir_all(&reposdir)?;
     for file in ["rhel-8.6-20261101.repo", "scale.repo"] {
@@ -98,8 +118,15 @@ fn dnf_and_ostree_commit(fixture: &strata_testdistro::Fixture, dir: &Path, packa
             .arg("-q")
             .arg(format!("--installroot={}", root.display()))
             .arg(format!("--setopt=reposdir={}", reposdir.display()))
-            .arg(format!("--setopt=cachedir={}", dir.join("baseline-cache").display()))
-            .args(["--releasever=8", "--setopt=install_weak_deps=False", "install"])
+            .arg(format!(
+                "--setopt=cachedir={}",
+                dir.join("baseline-cache").display()
+            ))
+            .args([
+                "--releasever=8",
+                "--setopt=install_weak_deps=False",
+                "install",
+            ])
             .args(packages),
     )?;
     let repo = dir.join("baseline-ostree");
