@@ -28,6 +28,23 @@ fn ostree_ext_imports_our_image_with_the_same_commit() {
 }
 
 #[test]
+fn ostree_ext_imports_zstd_layers() {
+    let fx = Fixture::new();
+    let oci = fx.path("oci");
+    let mut opts = EncapsulateOptions::default();
+    opts.content = Some(content_map(false));
+    opts.compression = strata_oscontainer::Compression::Zstd;
+    encapsulate(&fx.repo, "base", &oci, "zstd", &opts).unwrap();
+    let got = client_import(
+        fx.dir.path(),
+        "client",
+        &format!("oci:{}:zstd", oci.display()),
+        false,
+    );
+    assert_eq!(got.base_commit, fx.commit, "{}", got.json);
+}
+
+#[test]
 fn skopeo_and_umoci_accept_the_image() {
     let fx = Fixture::new();
     let oci = fx.path("oci");
@@ -59,7 +76,7 @@ fn skopeo_and_umoci_accept_the_image() {
     // object store, symlinks intact, the kernel in place.
     assert_eq!(
         std::fs::read_to_string(rootfs.join("etc/os-release")).unwrap(),
-        "NAME=\"Strata Test\"\nVERSION_ID=8.6\n"
+        OS_RELEASE
     );
     assert!(!rootfs.join("usr/etc").exists());
     assert_eq!(
@@ -157,4 +174,56 @@ fn ostree_ext_imports_a_derived_image_built_from_an_upper_dir() {
         "{}",
         theirs.json
     );
+}
+
+#[test]
+fn ostree_ext_deploys_our_image_into_a_sysroot() {
+    let fx = Fixture::new();
+    let oci = fx.path("oci");
+    let mut opts = EncapsulateOptions::default();
+    opts.content = Some(content_map(false));
+    encapsulate(&fx.repo, "base", &oci, "base", &opts).unwrap();
+
+    let sysroot = fx.path("sysroot");
+    std::fs::create_dir_all(&sysroot).unwrap();
+    run(Command::new("ostree")
+        .args(["admin", "init-fs", "--modern"])
+        .arg(&sysroot));
+    run(Command::new("ostree")
+        .args(["admin", "os-init", "rhcos"])
+        .arg(format!("--sysroot={}", sysroot.display())));
+    // Deploying freezes the filesystem holding /boot (FIFREEZE): give the
+    // sysroot a tmpfs /boot in a private mount namespace so that the host's
+    // disk is never frozen, and copy the boot entries out before it goes.
+    let entries_out = fx.path("entries");
+    let out = run(Command::new("unshare")
+        .args(["--mount", "sh", "-c"])
+        .arg(r#"mount -t tmpfs tmpfs "$1/boot" && "$2" deploy "$1" rhcos "$3" && cp -r "$1/boot/loader/entries" "$4""#)
+        .arg("sh")
+        .arg(&sysroot)
+        .arg(compat_binary())
+        .arg(format!("oci:{}:base", oci.display()))
+        .arg(&entries_out));
+    let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(json["base_commit"], fx.commit.as_str());
+    let deployment = sysroot.join(json["deployment"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read(deployment.join("usr/bin/bash")).unwrap(),
+        noise(1, 40_000)
+    );
+    assert_eq!(
+        std::fs::read_to_string(deployment.join("etc/os-release")).unwrap(),
+        OS_RELEASE
+    );
+    let entries: Vec<_> = std::fs::read_dir(&entries_out)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 1);
+    assert!(
+        entries[0].contains(&format!("vmlinuz-{KVER}")),
+        "{}",
+        entries[0]
+    );
+    assert!(entries[0].contains("Strata Test 8.6"), "{}", entries[0]);
 }

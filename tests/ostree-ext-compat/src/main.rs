@@ -11,6 +11,10 @@
 //!     `docker://HOST/NAME:TAG`). REPO is created (bare-user) if missing.
 //!     Prints one JSON object: base_commit, merge_commit, base_tree,
 //!     merge_tree, manifest_digest.
+//!   strata-ostree-ext-compat deploy SYSROOT STATEROOT IMAGE
+//!     Deploys IMAGE into an initialized sysroot (`ostree admin init-fs`,
+//!     `os-init`) as bootc/rpm-ostree do; prints base_commit, merge_commit,
+//!     deployment (its directory relative to SYSROOT).
 
 use anyhow::{bail, Context, Result};
 use ostree_ext::container::store::{ImageImporter, ImageProxyConfig, PrepareResult};
@@ -68,6 +72,29 @@ async fn import(repo_path: &str, image: &str, insecure: bool) -> Result<()> {
     Ok(())
 }
 
+async fn deploy(sysroot_path: &str, stateroot: &str, image: &str) -> Result<()> {
+    let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(sysroot_path)));
+    sysroot.load(gio::Cancellable::NONE)?;
+    let imgref = OstreeImageReference {
+        sigverify: SignatureSource::ContainerPolicyAllowInsecure,
+        imgref: image.try_into().with_context(|| format!("parsing {image}"))?,
+    };
+    let state = ostree_ext::container::deploy::deploy(&sysroot, stateroot, &imgref, None).await?;
+    sysroot.load(gio::Cancellable::NONE)?;
+    let deployments = sysroot.deployments();
+    let d = deployments
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("no deployment after deploy"))?;
+    println!(
+        "{{\"base_commit\":\"{}\",\"merge_commit\":\"{}\",\"deployment_commit\":\"{}\",\"deployment\":\"{}\"}}",
+        state.base_commit,
+        state.merge_commit,
+        d.csum(),
+        sysroot.deployment_dirpath(d)
+    );
+    Ok(())
+}
+
 fn libc_at_fdcwd() -> i32 {
     ostree::AT_FDCWD
 }
@@ -78,6 +105,9 @@ async fn main() -> Result<()> {
     match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["import", repo, image] => import(repo, image, false).await,
         ["import", repo, image, "--insecure"] => import(repo, image, true).await,
-        _ => bail!("usage: strata-ostree-ext-compat import REPO IMAGE [--insecure]"),
+        ["deploy", sysroot, stateroot, image] => deploy(sysroot, stateroot, image).await,
+        _ => bail!(
+            "usage: strata-ostree-ext-compat import REPO IMAGE [--insecure] | deploy SYSROOT STATEROOT IMAGE"
+        ),
     }
 }

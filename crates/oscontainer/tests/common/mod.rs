@@ -16,6 +16,10 @@ use ostree::glib;
 use ostree::prelude::*;
 use strata_oscontainer::ContentMap;
 
+/// os-release of the synthetic tree (ostree's deploy needs ID or PRETTY_NAME).
+pub const OS_RELEASE: &str =
+    "NAME=\"Strata Test\"\nID=strata\nVERSION_ID=8.6\nPRETTY_NAME=\"Strata Test 8.6\"\n";
+
 /// Kernel version of the synthetic tree.
 pub const KVER: &str = "6.1.0-strata-test";
 
@@ -96,12 +100,7 @@ pub fn write_tree(root: &Path, generation: u32, extra: bool) {
     write(root, "usr/share/pkg-c/data", &noise(4, 10_000), 0o644);
     // setup: /etc content (stored as usr/etc), an empty file, setuid, a
     // file owned by a non-root user, a long path.
-    write(
-        root,
-        "usr/etc/os-release",
-        b"NAME=\"Strata Test\"\nVERSION_ID=8.6\n",
-        0o644,
-    );
+    write(root, "usr/etc/os-release", OS_RELEASE.as_bytes(), 0o644);
     write(root, "usr/etc/empty-config", b"", 0o600);
     write(root, "usr/bin/sudo", &noise(5, 5_000), 0o4755);
     let owned = root.join("usr/share/pkg-c/owned-by-1001");
@@ -574,7 +573,7 @@ pub fn object_count(repo: &Path) -> usize {
 }
 
 /// Builds `tests/ostree-ext-compat` once and returns its binary.
-fn compat_binary() -> &'static Path {
+pub fn compat_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ostree-ext-compat");
