@@ -183,6 +183,10 @@ impl LayerMap {
         if !new.is_empty() {
             let idx = match bins.iter().position(|b| b.reserved) {
                 Some(i) => i,
+                // No reserved bin and no room for one: the last bin takes them.
+                None if bins.len() + 1 >= prior.max_layers as usize && !bins.is_empty() => {
+                    bins.len() - 1
+                }
                 None => {
                     bins.push(Bin {
                         components: BTreeSet::new(),
@@ -596,6 +600,27 @@ mod tests {
             let map = LayerMap::plan(&comps, 10, Some(&prior)).unwrap();
             assert_eq!(bins(&map), case.want, "{}", case.name);
         }
+    }
+
+    #[test]
+    fn update_without_room_for_a_reserved_bin_stays_within_the_limit() {
+        let prior = LayerMap {
+            version: MAP_VERSION,
+            max_layers: 3,
+            bins: vec![
+                Bin {
+                    components: BTreeSet::from(["a".to_string()]),
+                    reserved: false,
+                },
+                Bin {
+                    components: BTreeSet::from(["b".to_string()]),
+                    reserved: false,
+                },
+            ],
+        };
+        let comps = vec![comp("a", 1, 0), comp("b", 1, 0), comp("new", 1, 0)];
+        let map = LayerMap::plan(&comps, 3, Some(&prior)).unwrap();
+        assert_eq!(bins(&map), vec![vec!["a"], vec!["b", "new"]]);
     }
 
     #[test]
