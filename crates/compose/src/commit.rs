@@ -97,13 +97,14 @@ fn metadata(spec: &CommitSpec<'_>) -> glib::Variant {
     dict.insert_value("ostree.bootable", &true.to_variant());
     dict.insert_value("ostree.linux", &spec.kver.to_variant());
     dict.insert_value("strata.inputhash", &spec.inputhash.to_variant());
-    let pkglist: Vec<(String, u64, String, String, String)> = spec
+    // rpm-ostree's shape, a(sssss): the epoch is a string too.
+    let pkglist: Vec<(String, String, String, String, String)> = spec
         .packages
         .iter()
         .map(|p| {
             (
                 p.name.clone(),
-                p.epoch,
+                p.epoch.to_string(),
                 p.version.clone(),
                 p.release.clone(),
                 p.arch.clone(),
