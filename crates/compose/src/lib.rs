@@ -328,7 +328,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     ]
     .into();
     enc.source_date_epoch = Some(sde);
-    enc.content = Some(content_map(&wd.repo(), &checksum, &kernel.kver)?);
+    enc.content = Some(content_map(&root.join("usr/share/rpm"), &kernel.kver)?);
     enc.prior = prior_map;
     let image = strata_oscontainer::encapsulate(&wd.repo(), &checksum, &wd.oci(), &tag, &enc)
         .context("encapsulating the commit into the base image")?;
@@ -396,21 +396,13 @@ fn image_ref(wd: &Workdir, tag: &str) -> String {
 
 /// Which package owns each file of the commit, for chunking: packages are
 /// the components, the kernel and initramfs one of their own.
-fn content_map(repo: &Path, commit: &str, kver: &str) -> Result<strata_oscontainer::ContentMap> {
-    let co = tempfile::tempdir().context("temporary directory for the rpmdb")?;
-    // Only the rpmdb is needed to learn file ownership.
-    strata_process::run(
-        std::process::Command::new("ostree")
-            .arg(format!("--repo={}", repo.display()))
-            .args(["checkout", "-U", "--subpath=/usr/share/rpm"])
-            .arg(commit)
-            .arg(co.path().join("rpm")),
-    )?;
+fn content_map(rpmdb: &Path, kver: &str) -> Result<strata_oscontainer::ContentMap> {
+    // The committed tree is still in staging: read its rpmdb in place.
     let out = strata_process::stdout(
         std::process::Command::new("rpm")
             .arg("--dbpath")
-            .arg(co.path().join("rpm"))
-            .args(["-qa", "--qf", "[%{NAME}\t%{FILENAMES}\n]"]),
+            .arg(rpmdb)
+            .args(["-qa", "--qf", "[%{=NAME}\\t%{FILENAMES}\\n]"]),
     )?;
     let mut map = strata_oscontainer::ContentMap::new();
     for line in out.lines() {

@@ -26,7 +26,8 @@ const TOPLEVEL_LINKS: &[(&str, &str)] = &[
     ("ostree", "sysroot/ostree"),
 ];
 
-/// Directories whose content never belongs in a commit.
+/// Directories whose content never belongs in a commit. `/boot` among
+/// them: the kernel and initramfs live in `/usr/lib/modules/<kver>`.
 const EMPTIED: &[&str] = &["boot", "dev", "proc", "sys", "run", "tmp", "var", "sysroot"];
 
 /// Where the tmpfiles.d entries for `/var` go.
@@ -72,7 +73,6 @@ pub fn find_kernel(root: &Path) -> Result<KernelInfo> {
 pub fn apply(root: &Path) -> Result<()> {
     relocate_rpmdb(root)?;
     var_to_tmpfiles(root)?;
-    clear_boot(root)?;
     for dir in EMPTIED {
         empty_dir(&root.join(dir))?;
     }
@@ -241,12 +241,6 @@ fn passwd_names(root: &Path) -> Result<Names> {
         users: read(&["etc/passwd", "usr/lib/passwd"]),
         groups: read(&["etc/group", "usr/lib/group"]),
     })
-}
-
-/// The kernel and initramfs stay in `/usr/lib/modules/<kver>`; whatever
-/// packages put in `/boot` is dropped (bootloaders come from `/usr/lib`).
-fn clear_boot(root: &Path) -> Result<()> {
-    empty_dir(&root.join("boot"))
 }
 
 fn empty_dir(dir: &Path) -> Result<()> {

@@ -178,6 +178,16 @@ fn demo_base_follows_the_conventions() {
     assert_eq!(labels["ostree.linux"], kver.as_str());
     assert_eq!(labels["com.coreos.osname"], "rhcos");
     assert_eq!(labels["containers.bootc"], "1");
+
+    // Regression: an invalid rpm query format (rpm exits 0 on it) once left
+    // every file "unpackaged", so chunking saw no packages at all.
+    let layer_map = std::fs::read_to_string(r.build_dir.join("layer-map.json")).unwrap();
+    for component in ["openssh-server", "kernel-modules", "kernel-image"] {
+        assert!(
+            layer_map.contains(&format!("\"{component}\"")),
+            "{component} in {layer_map}"
+        );
+    }
 }
 
 #[test]
