@@ -1,0 +1,225 @@
+//! Filesystems written into a disk file at an offset, without loop devices,
+//! mounts or root: `mkfs.ext4 -E offset=… -d DIR`, `mkfs.vfat --offset` and
+//! mtools; plus the tree walks they need (clamped times, sizes, copies).
+//!
+//! mkfs.ext4 copies owners from the source tree, which belongs to the user
+//! running strata: it runs in a user namespace mapping that user to root,
+//! where the files read as root's and unreadable modes do not stop it.
+//! Nothing here decides where partitions are; [`crate::layout`] does.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+
+/// Sets every mtime/atime newer than `epoch` under `root` (root included,
+/// symlinks themselves) to `epoch`.
+pub fn clamp_times(root: &Path, epoch: i64) -> Result<()> {
+    walk(root, &mut |path, meta| {
+        if meta.mtime() > epoch || meta.atime() > epoch {
+            let t = rustix::fs::Timespec {
+                tv_sec: epoch.min(meta.mtime()),
+                tv_nsec: 0,
+            };
+            let times = rustix::fs::Timestamps {
+                last_access: t,
+                last_modification: t,
+            };
+            rustix::fs::utimensat(
+                rustix::fs::CWD,
+                path,
+                &times,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .with_context(|| format!("setting the times of {}", path.display()))?;
+        }
+        Ok(())
+    })
+}
+
+/// Bytes the regular files under `root` occupy, hard links counted once.
+pub fn content_size(root: &Path) -> Result<u64> {
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0u64;
+    walk(root, &mut |_, meta| {
+        if meta.is_file() && (meta.nlink() == 1 || seen.insert((meta.dev(), meta.ino()))) {
+            // Rounded to 4 KiB blocks, as ext4 stores them.
+            total += meta.len().div_ceil(4096) * 4096;
+        } else if meta.is_dir() {
+            total += 4096;
+        }
+        Ok(())
+    })?;
+    Ok(total)
+}
+
+/// Copies the tree `from` to `to` (files, directories, symlinks; modes kept).
+pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let meta =
+        std::fs::symlink_metadata(from).with_context(|| format!("reading {}", from.display()))?;
+    if meta.file_type().is_symlink() {
+        let target =
+            std::fs::read_link(from).with_context(|| format!("reading {}", from.display()))?;
+        std::os::unix::fs::symlink(&target, to)
+            .with_context(|| format!("creating {}", to.display()))?;
+    } else if meta.is_dir() {
+        std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+        for entry in
+            std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))?
+        {
+            let entry = entry?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        std::fs::set_permissions(to, meta.permissions())?;
+    } else {
+        std::fs::copy(from, to)
+            .with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    }
+    Ok(())
+}
+
+/// Makes every directory under `root` writable by its owner, so that a
+/// deployment (which has read-only directories) can be removed without root.
+pub fn make_removable(root: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    walk(root, &mut |path, meta| {
+        if meta.is_dir() && meta.mode() & 0o700 != 0o700 {
+            std::fs::set_permissions(
+                path,
+                std::fs::Permissions::from_mode((meta.mode() | 0o700) & 0o7777),
+            )
+            .with_context(|| format!("chmod {}", path.display()))?;
+        }
+        Ok(())
+    })
+}
+
+/// Visits `root` and everything below it, parents before children.
+fn walk(root: &Path, f: &mut dyn FnMut(&Path, &std::fs::Metadata) -> Result<()>) -> Result<()> {
+    let meta =
+        std::fs::symlink_metadata(root).with_context(|| format!("reading {}", root.display()))?;
+    f(root, &meta)?;
+    if meta.is_dir() {
+        // Read after the visit: the callback may have made it readable.
+        let mut entries: Vec<_> = std::fs::read_dir(root)
+            .with_context(|| format!("reading {}", root.display()))?
+            .collect::<std::io::Result<_>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            walk(&entry.path(), f)?;
+        }
+    }
+    Ok(())
+}
+
+/// Where and how to write one ext4 filesystem.
+pub struct Ext4<'a> {
+    pub disk: &'a Path,
+    pub offset: u64,
+    pub size: u64,
+    pub label: &'a str,
+    pub uuid: &'a str,
+    pub source: &'a Path,
+    pub epoch: i64,
+}
+
+/// `mkfs.ext4` populated from a directory, at an offset in `disk`, as root
+/// of a user namespace (the files' owner becomes root in the filesystem).
+pub fn mkfs_ext4(fs: &Ext4) -> Result<()> {
+    strata_process::require("mkfs.ext4")?;
+    strata_process::require("unshare")?;
+    let blocks = fs.size / 4096;
+    strata_process::run(
+        Command::new("unshare")
+            .args(["--user", "--map-root-user", "--", "mkfs.ext4", "-q", "-F"])
+            .args(["-b", "4096", "-L", fs.label, "-U", fs.uuid])
+            .arg("-E")
+            .arg(format!(
+                "offset={},hash_seed={},nodiscard,root_owner=0:0",
+                fs.offset, fs.uuid
+            ))
+            .arg("-d")
+            .arg(fs.source)
+            .arg(fs.disk)
+            .arg(blocks.to_string())
+            .env("E2FSPROGS_FAKE_TIME", fs.epoch.to_string())
+            .env("SOURCE_DATE_EPOCH", fs.epoch.to_string()),
+    )
+    .with_context(|| format!("creating the {} filesystem", fs.label))?;
+    Ok(())
+}
+
+/// The ESP: FAT32 at `offset`, then `source`'s content copied in with mtools.
+pub fn mkfs_esp(
+    disk: &Path,
+    offset: u64,
+    size: u64,
+    sector_size: u64,
+    volid: &str,
+    source: &Path,
+    epoch: i64,
+) -> Result<()> {
+    strata_process::require("mkfs.vfat")?;
+    strata_process::require("mcopy")?;
+    strata_process::run(
+        Command::new("mkfs.vfat")
+            .args(["-F", "32", "-n", "EFI-SYSTEM", "-i", volid, "--invariant"])
+            .arg("-S")
+            .arg(sector_size.to_string())
+            .arg(format!("--offset={}", offset / sector_size))
+            .arg("-h")
+            .arg((offset / sector_size).to_string())
+            .arg(disk)
+            .arg((size / 1024).to_string())
+            .env("SOURCE_DATE_EPOCH", epoch.to_string()),
+    )
+    .context("creating the EFI system partition")?;
+    let mut entries: Vec<_> = std::fs::read_dir(source)
+        .with_context(|| format!("reading {}", source.display()))?
+        .collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        strata_process::run(
+            Command::new("mcopy")
+                .args(["-s", "-p", "-m", "-Q", "-i"])
+                .arg(format!("{}@@{offset}", disk.display()))
+                .arg(entry.path())
+                .arg("::/")
+                .env("SOURCE_DATE_EPOCH", epoch.to_string())
+                .env("MTOOLS_SKIP_CHECK", "1"),
+        )
+        .context("copying into the EFI system partition")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clamp_and_size() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("d")).unwrap();
+        std::fs::write(t.path().join("d/f"), vec![1u8; 5000]).unwrap();
+        std::fs::hard_link(t.path().join("d/f"), t.path().join("g")).unwrap();
+        std::os::unix::fs::symlink("d/f", t.path().join("l")).unwrap();
+        clamp_times(t.path(), 1000).unwrap();
+        for p in ["", "d", "d/f", "g"] {
+            assert_eq!(
+                std::fs::metadata(t.path().join(p)).unwrap().mtime(),
+                1000,
+                "{p}"
+            );
+        }
+        assert_eq!(
+            std::fs::symlink_metadata(t.path().join("l"))
+                .unwrap()
+                .mtime(),
+            1000
+        );
+        // two directories + one 5000-byte file (linked twice) in 4 KiB blocks
+        assert_eq!(content_size(t.path()).unwrap(), 2 * 4096 + 8192);
+    }
+}

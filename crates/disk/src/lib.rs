@@ -1,0 +1,593 @@
+//! The disk stage: an image's ostree commit becomes bootable disk images
+//! (qcow2, raw, 4K raw) with the OpenShift version injected, plus meta.json
+//! and CoreOS stream metadata — without root, loop devices, mounts or VMs.
+//!
+//! [`build`] resolves the image (a workdir tag, `oci:DIR:TAG` or
+//! `docker://…`) to a commit in `W/repo`, deploys it once into a sysroot in
+//! a staging directory (a namespaced child process, [`deploy`]), writes the
+//! aleph file, BLS title and GRUB files, then per platform partitions a
+//! plain file and writes the filesystems into it at their offsets. Results
+//! are renamed into the build's directory only when everything worked.
+//!
+//! Modules:
+//! - [`platform`]: the platform table (kargs, format, sector size, size).
+//! - [`layout`]: the GPT layout as data and its sfdisk script.
+//! - [`deploy`]: the sysroot deployment through libostree, in a child.
+//! - [`bootloader`]: grub.cfg from BLS entries, the BIOS boot code patch.
+//! - [`fs`]: mkfs.ext4/mkfs.vfat/mtools at offsets; tree walks.
+//! - [`meta`]: aleph, platforms.json, meta.json images, stream metadata.
+//!
+//! What it must not do: depend on compose or derive (only on an image or a
+//! commit), or touch the host's filesystems beyond the workdir.
+
+pub mod bootloader;
+pub mod deploy;
+pub mod fs;
+pub mod layout;
+pub mod meta;
+pub mod platform;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use ostree::gio;
+use ostree::prelude::*;
+use sha2::{Digest, Sha256};
+use strata_oscontainer::{ImageRef, TransportOptions};
+use strata_workdir::Workdir;
+
+pub use deploy::{worker_main, DeployJob, Deployed};
+pub use layout::Uuids;
+pub use meta::{Artifact, Identity};
+pub use platform::{Format, Platform, PLATFORMS};
+
+/// What to build.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct DiskOptions {
+    pub workdir: PathBuf,
+    /// A tag in `W/oci`, `oci:DIR:TAG` or `docker://HOST/NAME:TAG`.
+    pub image: String,
+    /// Platform names of [`PLATFORMS`].
+    pub platforms: Vec<String>,
+    /// How to start the deploy worker: a program that calls
+    /// [`worker_main`] with the two arguments appended to this command.
+    pub worker: Command,
+    /// Disk size in bytes instead of content + headroom (or the platform's).
+    pub size: Option<u64>,
+    pub uuids: Uuids,
+    /// Times are clamped to this; default: the commit's timestamp.
+    pub source_date_epoch: Option<i64>,
+    pub transport: TransportOptions,
+}
+
+impl DiskOptions {
+    pub fn new(
+        workdir: impl Into<PathBuf>,
+        image: impl Into<String>,
+        platforms: Vec<String>,
+        worker: Command,
+    ) -> Self {
+        Self {
+            workdir: workdir.into(),
+            image: image.into(),
+            platforms,
+            worker,
+            size: None,
+            uuids: Uuids::default(),
+            source_date_epoch: None,
+            transport: TransportOptions::default(),
+        }
+    }
+    pub fn size(mut self, size: Option<u64>) -> Self {
+        self.size = size;
+        self
+    }
+    pub fn uuids(mut self, uuids: Uuids) -> Self {
+        self.uuids = uuids;
+        self
+    }
+    pub fn source_date_epoch(mut self, epoch: Option<i64>) -> Self {
+        self.source_date_epoch = epoch;
+        self
+    }
+    pub fn transport(mut self, transport: TransportOptions) -> Self {
+        self.transport = transport;
+        self
+    }
+}
+
+/// What [`build`] produced.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DiskResult {
+    /// The image, as a full reference.
+    pub image: String,
+    pub digest: String,
+    pub version: String,
+    pub openshift_version: Option<String>,
+    /// The commit deployed (the derived commit for a derived image).
+    pub ostree_commit: String,
+    pub stream: String,
+    /// `W/builds/<stream>/<version>`: artifacts, meta.json, stream.json.
+    pub build_dir: PathBuf,
+    pub artifacts: Vec<Artifact>,
+    pub stream_json: PathBuf,
+}
+
+/// Builds the disk images of `opts.image` for `opts.platforms`.
+pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
+    let platforms = opts
+        .platforms
+        .iter()
+        .map(|p| Platform::get(p))
+        .collect::<Result<Vec<_>>>()?;
+    if platforms.is_empty() {
+        bail!("no platform given");
+    }
+    let w = Workdir::open(&opts.workdir)?;
+    let _lock = w.lock()?;
+    let id = resolve(&w, opts)?;
+    let repo = open_repo(&w.repo())?;
+    let epoch = match opts.source_date_epoch {
+        Some(e) => e,
+        None => commit_timestamp(&repo, &id.ostree_commit)?,
+    };
+    let kver =
+        kernel_of(&repo, &id.ostree_commit).with_context(|| format!("image {}", id.image))?;
+    tracing::info!(commit = %id.ostree_commit, kernel = %kver, "deploying");
+
+    let staging = w.staging("disk")?;
+    let result = build_in(&w, opts, &id, &platforms, epoch, staging.path());
+    // A deployment has read-only directories: make them removable first.
+    let _ = fs::make_removable(staging.path());
+    result
+}
+
+fn build_in(
+    w: &Workdir,
+    opts: &DiskOptions,
+    id: &Identity,
+    platforms: &[&'static Platform],
+    epoch: i64,
+    stage: &Path,
+) -> Result<DiskResult> {
+    let started = std::time::Instant::now();
+    let sysroot = stage.join("sysroot");
+    let boot = stage.join("boot");
+    std::fs::create_dir_all(&sysroot)?;
+    // Deployed once with the first platform's arguments; each disk's BLS
+    // entries get their own platform's (as coreos-assembler does).
+    let mut kargs = vec![
+        format!("root=UUID={}", opts.uuids.root_fs),
+        "rw".to_string(),
+        "$ignition_firstboot".to_string(),
+    ];
+    kargs.extend(platforms[0].kargs());
+    let job = DeployJob {
+        sysroot: sysroot.clone(),
+        boot_out: boot.clone(),
+        repo: w.repo(),
+        commit: id.ostree_commit.clone(),
+        stateroot: id.osname.clone(),
+        kargs,
+        origin_image: origin_reference(&id.image),
+    };
+    let deployed = deploy::run_in_child(&opts.worker, &job)?;
+    let deployment = sysroot.join(&deployed.deployment);
+    tracing::info!(elapsed = ?started.elapsed(), "deployed {}", deployed.deployment.display());
+
+    // The root filesystem: the sysroot, with an empty /boot mount point.
+    let aleph = serde_json::to_vec_pretty(&meta::aleph(id))?;
+    write(&sysroot.join(".coreos-aleph-version.json"), &aleph)?;
+
+    // The bootloader files, from the commit's own content.
+    let esp = stage.join("esp");
+    fs::copy_tree(&deployment.join(bootloader::EFI_DIR), &esp.join("EFI"))
+        .with_context(|| format!("the image has no EFI bootloader (/{})", bootloader::EFI_DIR))?;
+    let boot_img = read(&deployment.join(bootloader::BIOS_BOOT_IMG))?;
+    let core_img = read(&deployment.join(bootloader::BIOS_CORE_IMG))?;
+    let pretty = pretty_name(&deployment)?;
+
+    write(
+        &boot.join("coreos/platforms.json"),
+        &serde_json::to_vec_pretty(&meta::platforms_json(PLATFORMS, id))?,
+    )?;
+    write(&boot.join("ignition.firstboot"), b"")?;
+    fs::clamp_times(&sysroot, epoch)?;
+    fs::clamp_times(&esp, epoch)?;
+    let root_min = layout::root_size_for(fs::content_size(&sysroot)?);
+
+    let out = stage.join("out");
+    std::fs::create_dir_all(&out)?;
+    let mut artifacts = Vec::new();
+    for p in platforms {
+        let t = std::time::Instant::now();
+        let boot_p = stage.join(format!("boot-{}", p.name));
+        fs::copy_tree(&boot, &boot_p)?;
+        platform_boot(&boot_p, p, id, &pretty)?;
+        fs::clamp_times(&boot_p, epoch)?;
+        let raw = stage.join(format!("{}.raw", p.name));
+        let lay = layout::plan(
+            p.sector_size,
+            root_min,
+            opts.size.or(p.fixed_size),
+            &opts.uuids,
+        )?;
+        write_disk(
+            &raw,
+            &lay,
+            &Sources {
+                esp: &esp,
+                boot: &boot_p,
+                root: &sysroot,
+                boot_img: &boot_img,
+                core_img: &core_img,
+                uuids: &opts.uuids,
+                epoch,
+            },
+        )?;
+        let name = format!(
+            "{}-{}-{}.x86_64.{}",
+            id.osname,
+            id.version,
+            p.name,
+            p.extension()
+        );
+        let dest = out.join(&name);
+        match p.format.qemu_img_args() {
+            None => std::fs::rename(&raw, &dest)?,
+            Some(args) => {
+                strata_process::require("qemu-img")?;
+                strata_process::run(
+                    Command::new("qemu-img")
+                        .args(["convert", "-f", "raw"])
+                        .args(args)
+                        .arg(&raw)
+                        .arg(&dest),
+                )?;
+                std::fs::remove_file(&raw)?;
+            }
+        }
+        let (size, sha256) = hash_file(&dest)?;
+        tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
+        artifacts.push(Artifact {
+            platform: p.name.to_string(),
+            format: p.format.name().to_string(),
+            path: dest,
+            size,
+            sha256,
+            uncompressed_sha256: None,
+        });
+    }
+
+    // Into place: artifacts, then meta.json's images, then stream.json.
+    let build_dir = w.build_dir(&id.stream, &id.version);
+    std::fs::create_dir_all(&build_dir)
+        .with_context(|| format!("creating {}", build_dir.display()))?;
+    for a in &mut artifacts {
+        let dest = build_dir.join(a.path.file_name().expect("named"));
+        std::fs::rename(&a.path, &dest)
+            .with_context(|| format!("renaming into {}", dest.display()))?;
+        a.path = dest;
+    }
+    let meta_path = build_dir.join("meta.json");
+    let mut meta: serde_json::Value = match std::fs::read(&meta_path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .with_context(|| format!("parsing {}", meta_path.display()))?,
+        Err(_) => serde_json::json!({"name": id.osname, "buildid": id.version}),
+    };
+    let images = meta::meta_images(&artifacts);
+    let merged = match meta.get("images").and_then(|v| v.as_object()) {
+        Some(old) => {
+            let mut m = old.clone();
+            m.extend(images.as_object().cloned().unwrap_or_default());
+            serde_json::Value::Object(m)
+        }
+        None => images,
+    };
+    meta["images"] = merged;
+    meta["coreos-assembler.image-config"] = serde_json::json!({"ostree-commit": id.ostree_commit});
+    strata_workdir::write_atomic(&meta_path, &pretty_json(&meta)?)?;
+    let table: Vec<(&Platform, &Artifact)> = platforms.iter().copied().zip(&artifacts).collect();
+    let stream = meta::stream_json(id, &table, &meta::rfc3339(epoch));
+    let stream_path = build_dir.join("stream.json");
+    strata_workdir::write_atomic(&stream_path, &pretty_json(&stream)?)?;
+
+    Ok(DiskResult {
+        image: id.image.clone(),
+        digest: id.digest.clone(),
+        version: id.version.clone(),
+        openshift_version: id.openshift_version.clone(),
+        ostree_commit: id.ostree_commit.clone(),
+        stream: id.stream.clone(),
+        build_dir,
+        artifacts,
+        stream_json: stream_path,
+    })
+}
+
+fn pretty_json(v: &serde_json::Value) -> Result<Vec<u8>> {
+    let mut b = serde_json::to_vec_pretty(v)?;
+    b.push(b'\n');
+    Ok(b)
+}
+
+/// The boot filesystem of one platform: its kernel arguments and the OCP
+/// version in the BLS entries, and grub.cfg generated from them.
+fn platform_boot(boot: &Path, p: &Platform, id: &Identity, pretty: &str) -> Result<()> {
+    let dir = boot.join("loader/entries");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<std::io::Result<_>>()?;
+    names.sort();
+    let mut entries = Vec::new();
+    for (i, path) in names.iter().enumerate() {
+        let mut e = bootloader::BlsEntry::parse(&std::fs::read_to_string(path)?);
+        e.fields
+            .insert("title".into(), meta::bls_title(pretty, id, i));
+        if let Some(options) = e.fields.get_mut("options") {
+            let kept: Vec<&str> = options
+                .split_whitespace()
+                .filter(|a| !a.starts_with("ignition.platform.id=") && !a.starts_with("console="))
+                .collect();
+            let mut new: Vec<String> = kept.iter().map(|s| s.to_string()).collect();
+            new.extend(p.kargs());
+            *options = new.join(" ");
+        }
+        write(path, e.render().as_bytes())?;
+        entries.push(e);
+    }
+    write(
+        &boot.join("grub2/grub.cfg"),
+        bootloader::grub_cfg(p.grub_commands, &entries)?.as_bytes(),
+    )
+}
+
+struct Sources<'a> {
+    esp: &'a Path,
+    boot: &'a Path,
+    root: &'a Path,
+    boot_img: &'a [u8],
+    core_img: &'a [u8],
+    uuids: &'a Uuids,
+    epoch: i64,
+}
+
+/// Partitions `raw`, writes the three filesystems and the BIOS boot code.
+fn write_disk(raw: &Path, lay: &layout::Layout, src: &Sources) -> Result<()> {
+    let file = std::fs::File::create(raw).with_context(|| format!("creating {}", raw.display()))?;
+    file.set_len(lay.disk_size)?;
+    drop(file);
+    let script = lay.sfdisk_script();
+    if lay.sector_size == 512 {
+        strata_process::require("sfdisk")?;
+        strata_process::run_with_input(
+            Command::new("sfdisk")
+                .args(["--quiet", "--no-reread", "--no-tell-kernel"])
+                .arg(raw),
+            Some(script.as_bytes()),
+        )
+        .context("partitioning")?;
+    } else {
+        // sfdisk takes the sector size from the device (512 for a file);
+        // fdisk can be told, and loads the same script with `I`.
+        let script_path = raw.with_extension("sfdisk");
+        write(&script_path, script.as_bytes())?;
+        strata_process::require("fdisk")?;
+        strata_process::run_with_input(
+            Command::new("fdisk")
+                .arg("--sector-size")
+                .arg(lay.sector_size.to_string())
+                .arg(raw),
+            Some(format!("I\n{}\nw\n", script_path.display()).as_bytes()),
+        )
+        .context("partitioning")?;
+    }
+    fs::mkfs_esp(
+        raw,
+        lay.esp().start,
+        lay.esp().size,
+        lay.sector_size,
+        &src.uuids.esp_volid,
+        src.esp,
+        src.epoch,
+    )?;
+    fs::mkfs_ext4(&fs::Ext4 {
+        disk: raw,
+        offset: lay.boot().start,
+        size: lay.boot().size,
+        label: "boot",
+        uuid: &src.uuids.boot_fs,
+        source: src.boot,
+        epoch: src.epoch,
+    })?;
+    fs::mkfs_ext4(&fs::Ext4 {
+        disk: raw,
+        offset: lay.root().start,
+        size: lay.root().size,
+        label: "root",
+        uuid: &src.uuids.root_fs,
+        source: src.root,
+        epoch: src.epoch,
+    })?;
+    // BIOS boot code: only for 512-byte sectors (BIOSes boot no 4Kn disks).
+    if lay.sector_size == 512 {
+        let bios = lay.bios_boot();
+        let mut core = src.core_img.to_vec();
+        core.resize(core.len().div_ceil(512) * 512, 0);
+        if core.len() as u64 > bios.size {
+            bail!("core.img ({} bytes) does not fit BIOS-BOOT", core.len());
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(raw)?;
+        let mut mbr = vec![0u8; 512];
+        f.read_exact(&mut mbr)?;
+        bootloader::bios_patch(&mut mbr, src.boot_img, &mut core, bios.start / 512)?;
+        f.seek(SeekFrom::Start(0))?;
+        f.write_all(&mbr)?;
+        f.seek(SeekFrom::Start(bios.start))?;
+        f.write_all(&core)?;
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Image → identity and the commit to deploy, in `W/repo`.
+fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<Identity> {
+    let mut imgref = ImageRef::parse(&opts.image, Some(&w.oci()))?;
+    if let ImageRef::Docker { reference } = &imgref {
+        let tag: String = reference
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let tag = format!("pulled-{}", tag.trim_start_matches(['-', '.']));
+        imgref = strata_oscontainer::pull(&imgref, &w.oci(), &tag, &opts.transport)
+            .with_context(|| format!("pulling {}", opts.image))?;
+    }
+    let info = strata_oscontainer::inspect(&imgref, &opts.transport)
+        .with_context(|| format!("inspecting {}", opts.image))?;
+    let labels: BTreeMap<String, String> = info.labels.clone().into_iter().collect();
+    let version = info
+        .version
+        .clone()
+        .or_else(|| labels.get("org.opencontainers.image.version").cloned())
+        .with_context(|| format!("image {imgref} has no org.opencontainers.image.version label"))?;
+    let history = w.history()?;
+    let entry = history
+        .iter()
+        .rev()
+        .find(|b| b.image_digest.as_deref() == Some(info.manifest_digest.as_str()));
+    let repo_path = w.repo();
+    if !repo_path.join("config").exists() {
+        let repo = ostree::Repo::new(&gio::File::for_path(&repo_path));
+        repo.create(ostree::RepoMode::BareUser, gio::Cancellable::NONE)
+            .with_context(|| format!("creating {}", repo_path.display()))?;
+    }
+    let repo = open_repo(&repo_path)?;
+    let known = entry.map(|e| e.ostree_commit.clone()).filter(|c| {
+        repo.has_object(ostree::ObjectType::Commit, c, gio::Cancellable::NONE)
+            .unwrap_or(false)
+    });
+    let commit = match known {
+        Some(c) => c,
+        None => {
+            let mut iopts = strata_oscontainer::ImportOptions::default();
+            iopts.transport = opts.transport.clone();
+            iopts.reuse_base = true;
+            strata_oscontainer::import(&imgref, &repo_path, &iopts)
+                .with_context(|| format!("importing {imgref} into {}", repo_path.display()))?
+                .commit
+        }
+    };
+    let stream = entry
+        .map(|e| e.stream.clone())
+        .or_else(|| {
+            labels
+                .get("com.coreos.openshift-version")
+                .map(|v| format!("ocp-{v}"))
+        })
+        .unwrap_or_else(|| "disk".to_string());
+    Ok(Identity {
+        version,
+        openshift_version: labels.get("com.coreos.openshift-version").cloned(),
+        image: imgref.to_string(),
+        digest: info.manifest_digest.clone(),
+        ostree_commit: commit,
+        osname: labels
+            .get("com.coreos.osname")
+            .cloned()
+            .unwrap_or_else(|| "rhcos".into()),
+        labels,
+        stream,
+    })
+}
+
+/// `container-image-reference` for the origin file: what an ostree-ext
+/// client would upgrade from.
+fn origin_reference(image: &str) -> String {
+    match image.strip_prefix("docker://") {
+        Some(r) => format!("ostree-unverified-registry:{r}"),
+        None => format!("ostree-unverified-image:{image}"),
+    }
+}
+
+fn open_repo(path: &Path) -> Result<ostree::Repo> {
+    let repo = ostree::Repo::new(&gio::File::for_path(path));
+    repo.open(gio::Cancellable::NONE)
+        .with_context(|| format!("opening the ostree repository {}", path.display()))?;
+    Ok(repo)
+}
+
+fn commit_timestamp(repo: &ostree::Repo, commit: &str) -> Result<i64> {
+    let v = repo
+        .load_variant(ostree::ObjectType::Commit, commit)
+        .with_context(|| format!("loading commit {commit}"))?;
+    Ok(ostree::commit_get_timestamp(&v) as i64)
+}
+
+/// The kernel version of the commit: `/usr/lib/modules/<kver>/vmlinuz`.
+fn kernel_of(repo: &ostree::Repo, commit: &str) -> Result<String> {
+    let cancel = gio::Cancellable::NONE;
+    let (root, _) = repo
+        .read_commit(commit, cancel)
+        .with_context(|| format!("reading commit {commit}"))?;
+    let modules = root.resolve_relative_path("usr/lib/modules");
+    if let Ok(children) = modules.enumerate_children(
+        "standard::name",
+        gio::FileQueryInfoFlags::NOFOLLOW_SYMLINKS,
+        cancel,
+    ) {
+        for info in children.flatten() {
+            let name = info.name();
+            if modules.child(&name).child("vmlinuz").query_exists(cancel) {
+                return Ok(name.to_string_lossy().into_owned());
+            }
+        }
+    }
+    bail!("commit {commit} has no kernel (no /usr/lib/modules/*/vmlinuz): it cannot boot")
+}
+
+fn pretty_name(deployment: &Path) -> Result<String> {
+    for rel in ["usr/lib/os-release", "etc/os-release"] {
+        if let Ok(text) = std::fs::read_to_string(deployment.join(rel)) {
+            for line in text.lines() {
+                if let Some(v) = line.strip_prefix("NAME=") {
+                    return Ok(v.trim_matches('"').to_string());
+                }
+            }
+        }
+    }
+    Ok("CoreOS".to_string())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+fn write(path: &Path, content: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Size and sha256 of a file.
+fn hash_file(path: &Path) -> Result<(u64, String)> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut h = Sha256::new();
+    let size =
+        std::io::copy(&mut f, &mut h).with_context(|| format!("reading {}", path.display()))?;
+    Ok((size, hex::encode(h.finalize())))
+}
