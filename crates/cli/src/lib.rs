@@ -28,6 +28,40 @@ pub enum Command {
     Demo(DemoArgs),
     /// Compose the base image of a base manifest from RHEL-only inputs.
     Compose(ComposeArgs),
+    /// Derive one image per OpenShift release manifest from a base image.
+    Derive(DeriveArgs),
+    /// Internal: the worker process of `derive` (one release's install).
+    #[command(name = "__derive-worker", hide = true)]
+    DeriveWorker(DeriveWorkerArgs),
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct DeriveArgs {
+    /// Working directory: cache, ostree repo, OCI images, build history.
+    #[arg(long, default_value = "strata-work")]
+    pub workdir: PathBuf,
+    /// The base image: a tag in the workdir, oci:DIR:TAG or docker://HOST/NAME:TAG.
+    #[arg(long)]
+    pub base: String,
+    /// Release manifests (YAML); one derived image each.
+    #[arg(required = true)]
+    pub manifests: Vec<PathBuf>,
+    /// Use this locally built RPM instead of the repos' package of the same
+    /// name (repeatable; bypasses the signature rule, recorded in the image).
+    #[arg(long = "override-rpm", value_name = "RPM")]
+    pub override_rpms: Vec<PathBuf>,
+    /// Set a manifest variable: `${KEY}` in the manifest becomes VALUE.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    pub vars: Vec<String>,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct DeriveWorkerArgs {
+    pub job: PathBuf,
+    pub outcome: PathBuf,
 }
 
 #[derive(Debug, clap::Args, PartialEq, Eq)]
@@ -93,6 +127,10 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
         Command::Fixture(args) => fixture(args),
         Command::Demo(args) => demo(args),
         Command::Compose(args) => compose(args),
+        Command::Derive(args) => derive(args),
+        Command::DeriveWorker(args) => Ok(strata_derive::worker::main(
+            [args.job, args.outcome].into_iter().map(OsString::from),
+        )),
     }
 }
 
@@ -163,6 +201,75 @@ fn compose_json(r: &strata_compose::ComposeResult) -> serde_json::Value {
     })
 }
 
+/// How derive starts its workers: this very binary, hidden subcommand.
+fn derive_worker() -> Result<strata_derive::WorkerCommand> {
+    let exe = std::env::current_exe().context("finding the strata executable")?;
+    Ok(strata_derive::WorkerCommand::new(exe).arg("__derive-worker"))
+}
+
+fn derive(args: DeriveArgs) -> Result<ExitCode> {
+    let vars = strata_manifest::Vars::from_assignments(args.vars.iter().map(String::as_str))?;
+    let opts = strata_derive::DeriveOptions::new(
+        &args.workdir,
+        &args.base,
+        args.manifests.clone(),
+        derive_worker()?,
+    )
+    .vars(vars)
+    .overrides(args.override_rpms.clone());
+    let results = strata_derive::derive(&opts)?;
+    if args.json {
+        let releases: Vec<serde_json::Value> = results.iter().map(derive_json).collect();
+        let mut out = match releases.as_slice() {
+            [one] => one.clone(),
+            _ => serde_json::json!({}),
+        };
+        out["releases"] = serde_json::Value::Array(releases);
+        out["changed"] = serde_json::Value::Bool(results.iter().any(|r| r.changed));
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        for r in &results {
+            if r.changed {
+                println!(
+                    "derived OpenShift {} {} ({} packages on base {})",
+                    r.release,
+                    r.version,
+                    r.packages.len(),
+                    r.base_digest
+                );
+                println!("  image {} ({})", r.image, r.digest);
+                println!("  ostree commit {} ({})", r.ostree_commit, r.ostree_ref);
+            } else {
+                println!(
+                    "OpenShift {} {} is current: inputs unchanged, nothing rebuilt",
+                    r.release, r.version
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn derive_json(r: &strata_derive::DeriveResult) -> serde_json::Value {
+    serde_json::json!({
+        "image": r.image,
+        "digest": r.digest,
+        "changed": r.changed,
+        "release": r.release,
+        "stream": r.stream,
+        "version": r.version,
+        "ostree_commit": r.ostree_commit,
+        "ostree_ref": r.ostree_ref,
+        "inputhash": r.inputhash,
+        "base_image": r.base_image,
+        "base_digest": r.base_digest,
+        "base_commit": r.base_commit,
+        "packages": r.packages,
+        "overrides": r.overrides,
+        "build_dir": r.build_dir,
+    })
+}
+
 /// The demo manifests, embedded so that `strata demo` runs from anywhere.
 const DEMO_MANIFESTS: &[(&str, &str)] = &[
     (
@@ -199,7 +306,19 @@ fn demo(args: DemoArgs) -> Result<ExitCode> {
         strata_manifest::Vars::from_assignments([format!("fixture={}", fixture.root.display())])?;
     let base = strata_compose::compose(
         &strata_compose::ComposeOptions::new(manifests.join("rhel-8.6.yaml"), &args.workdir)
-            .vars(vars),
+            .vars(vars.clone()),
+    )?;
+    let releases = strata_derive::derive(
+        &strata_derive::DeriveOptions::new(
+            &args.workdir,
+            &base.image,
+            vec![
+                manifests.join("ocp-4.12.yaml"),
+                manifests.join("ocp-4.13.yaml"),
+            ],
+            derive_worker()?,
+        )
+        .vars(vars),
     )?;
 
     let count: usize = fixture.info.repos.iter().map(|r| r.packages.len()).sum();
@@ -227,7 +346,26 @@ fn demo(args: DemoArgs) -> Result<ExitCode> {
         base.packages,
         base.lockfile.display()
     );
-    println!("  next stages (derive per OCP release, disk images) land with their issues");
+    for r in &releases {
+        println!(
+            "  OpenShift {:<13} {}{}",
+            r.release,
+            r.version,
+            if r.changed {
+                ""
+            } else {
+                " (unchanged, not rebuilt)"
+            }
+        );
+        println!("    image               {}", r.image);
+        println!("    digest              {}", r.digest);
+        println!(
+            "    ostree commit       {} (parent: the base commit)",
+            r.ostree_commit
+        );
+        println!("    release packages    {}", r.packages.len());
+    }
+    println!("  disk images land with their issue");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -10,19 +10,16 @@
 //! changes until the commit is written and the build recorded.
 //!
 //! Modules:
-//! - `tree`: the ostree conventions applied to the installed root.
-//! - `passwd`: accounts split between /etc and /usr/lib, stable ids.
-//! - `policy`: the RHEL-only input policy (repos and signing keys).
 //! - `commit`: writing the ostree commit with its metadata.
 //! - `lockfile`: the exact package set, written and consumed.
-//! - `sandbox`: running the initramfs generator and scripts in the tree.
+//!
+//! The input policy, accounts, sandbox and ostree conventions come from
+//! `strata-rootfs`, shared with derive.
 
 mod commit;
 mod lockfile;
-mod passwd;
-mod policy;
-mod sandbox;
-mod tree;
+
+use strata_rootfs::{files, passwd, policy, sandbox, tree};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,7 +28,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
-use strata_manifest::{BaseManifest, KeyRef, UtcDateTime, Vars};
+use strata_manifest::{BaseManifest, UtcDateTime, Vars};
 use strata_workdir::{BuildEntry, Workdir};
 
 pub use lockfile::{LockedPackage, Lockfile, FILE_NAME as LOCKFILE_NAME};
@@ -136,30 +133,15 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let stream = manifest.name.clone();
     let ostree_ref = format!("strata/base/{stream}");
 
-    let (allowed, disallowed): (Vec<_>, Vec<_>) = manifest
-        .repos
-        .iter()
-        .filter(|r| r.enabled)
-        .partition(|r| manifest.inputs.allows_repo(&r.id));
+    let (allowed, disallowed) = files::partition_repos(&manifest.repos, &manifest.inputs);
     if allowed.is_empty() {
         bail!(
             "no repo of {} is allowed by inputs.repos",
             opts.manifest.display()
         );
     }
-    let policy = load_policy(manifest, &allowed)?;
-    for r in &allowed {
-        for url in &r.baseurl {
-            if let Some(dir) = url.strip_prefix("file://") {
-                if !Path::new(dir).join("repodata/repomd.xml").is_file() {
-                    bail!(
-                        "repo {}: {url} is not a repository (no repodata/repomd.xml)",
-                        r.id
-                    );
-                }
-            }
-        }
-    }
+    let policy = files::load_policy(&manifest.inputs, &allowed)?;
+    files::check_local_repos(&allowed)?;
 
     let staging = wd.staging("compose")?;
     let root = staging.path().join("root");
@@ -167,7 +149,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let mut dnf_opts = DnfOptions::new(&root, wd.cache().join("dnf"), &manifest.releasever);
     dnf_opts.nodocs = !manifest.documentation;
     dnf_opts.install_weak_deps = manifest.recommends;
-    let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| repo_config(r)).collect();
+    let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| files::repo_config(r)).collect();
 
     let locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
     let mut request = DepsolveRequest::install(match &locked {
@@ -282,13 +264,13 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         )
     })?;
 
-    apply_manifest_files(manifest, &root)?;
+    files::add_and_remove(&root, &manifest.add_files, &manifest.remove_files)?;
     for (i, script) in manifest.postprocess.iter().enumerate() {
         sandbox::run_script(&root, sde, i, script)?;
     }
-    enable_units(&root, &manifest.units)?;
+    files::enable_units(&root, &manifest.units)?;
     let accounts = passwd::split(&root)?;
-    mutate_os_release(&root, &version)?;
+    files::set_os_release(&root, &[("OSTREE_VERSION", &version)])?;
     tree::apply(&root)?;
 
     let pkg_entries: Vec<commit::PkgEntry> = packages
@@ -424,45 +406,6 @@ fn pretty<T: Serialize>(v: &T) -> Vec<u8> {
     out
 }
 
-fn repo_config(r: &strata_manifest::Repo) -> RepoConfig {
-    let mut c = RepoConfig::default();
-    c.id = r.id.clone();
-    c.name = r.name.clone();
-    c.baseurls = r.baseurl.clone();
-    c.gpgkeys = r.gpgkey.iter().map(PathBuf::from).collect();
-    // strata checks every package against the policy's keys itself, before
-    // anything is installed, and reports every offender at once.
-    c.gpgcheck = false;
-    c.enabled = true;
-    c
-}
-
-fn load_policy(
-    manifest: &BaseManifest,
-    allowed: &[&strata_manifest::Repo],
-) -> Result<policy::Policy> {
-    let mut fingerprints = Vec::new();
-    let mut policy_files = Vec::new();
-    for k in &manifest.inputs.keys {
-        match k {
-            KeyRef::Fingerprint(f) => fingerprints.push(f.as_str().to_string()),
-            KeyRef::File(p) => policy_files.push(p.clone()),
-            KeyRef::Url(u) => policy_files.push(policy::key_path(u)?),
-        }
-    }
-    let key_files = allowed
-        .iter()
-        .flat_map(|r| r.gpgkey.iter())
-        .map(|k| policy::key_path(k))
-        .collect::<Result<Vec<_>>>()?;
-    policy::Policy::load(
-        allowed.iter().map(|r| r.id.clone()).collect(),
-        &fingerprints,
-        &key_files,
-        &policy_files,
-    )
-}
-
 /// A package the allowed repos lack: say whether a disallowed repo has it.
 fn explain_missing(
     name: &str,
@@ -484,7 +427,7 @@ fn explain_missing(
         let all = allowed
             .iter()
             .chain(disallowed)
-            .map(|r| repo_config(r))
+            .map(|r| files::repo_config(r))
             .collect();
         let mut dnf = Dnf::new(opts, all)?;
         let request = DepsolveRequest::install([name.to_string()]);
@@ -617,134 +560,11 @@ fn read_accounts(wd: &Workdir, stream: &str, version: &str) -> Option<Accounts> 
 
 /// Device nodes scriptlets write to, and the previous build's accounts.
 fn prepare_root(root: &Path, previous: Option<&Accounts>) -> Result<()> {
-    let dev = root.join("dev");
-    std::fs::create_dir_all(&dev)?;
-    for (name, minor) in [("null", "3"), ("zero", "5"), ("urandom", "9")] {
-        strata_process::run(
-            std::process::Command::new("mknod")
-                .arg(dev.join(name))
-                .args(["-m", "666", "c", "1", minor]),
-        )
-        .context("creating device nodes in the install root (compose runs as root)")?;
-    }
+    files::make_device_nodes(root)?;
     if let Some(acc) = previous {
         passwd::seed(root, acc)?;
     }
     Ok(())
-}
-
-fn apply_manifest_files(manifest: &BaseManifest, root: &Path) -> Result<()> {
-    for f in &manifest.add_files {
-        let dest = root.join(f.dest.trim_start_matches('/'));
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::copy(&f.src, &dest)
-            .with_context(|| format!("add-files: copying {} to {}", f.src.display(), f.dest))?;
-        if let Some(mode) = f.mode {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode))?;
-        }
-    }
-    for pattern in &manifest.remove_files {
-        remove_glob(root, pattern)?;
-    }
-    Ok(())
-}
-
-/// Removes paths matching `pattern` (`*` within one component).
-fn remove_glob(root: &Path, pattern: &str) -> Result<()> {
-    let mut current = vec![root.to_path_buf()];
-    for comp in pattern.trim_start_matches('/').split('/') {
-        let mut next = Vec::new();
-        for dir in &current {
-            if comp.contains('*') {
-                let Ok(rd) = std::fs::read_dir(dir) else {
-                    continue;
-                };
-                for e in rd.flatten() {
-                    if glob_match(comp, &e.file_name().to_string_lossy()) {
-                        next.push(e.path());
-                    }
-                }
-            } else {
-                let p = dir.join(comp);
-                if p.symlink_metadata().is_ok() {
-                    next.push(p);
-                }
-            }
-        }
-        current = next;
-    }
-    for p in current {
-        if p.is_dir() && !p.is_symlink() {
-            std::fs::remove_dir_all(&p)
-        } else {
-            std::fs::remove_file(&p)
-        }
-        .with_context(|| format!("remove-files: removing {}", p.display()))?;
-    }
-    Ok(())
-}
-
-fn glob_match(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((pre, rest)) => {
-            name.starts_with(pre)
-                && (0..=name.len() - pre.len()).any(|i| glob_match(rest, &name[pre.len() + i..]))
-        }
-    }
-}
-
-/// Enables units the way `systemctl enable` would: a symlink in each
-/// target's `.wants` directory named by the unit's `WantedBy=`.
-fn enable_units(root: &Path, units: &[String]) -> Result<()> {
-    for unit in units {
-        let file = ["usr/lib/systemd/system", "etc/systemd/system"]
-            .iter()
-            .map(|d| root.join(d).join(unit))
-            .find(|p| p.exists())
-            .with_context(|| format!("units: {unit} is not installed by any package"))?;
-        let text = std::fs::read_to_string(&file)?;
-        let mut wanted_by: Vec<String> = text
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("WantedBy="))
-            .flat_map(|v| v.split_whitespace().map(str::to_string))
-            .collect();
-        if wanted_by.is_empty() {
-            wanted_by.push("multi-user.target".into());
-        }
-        for target in wanted_by {
-            let wants = root
-                .join("etc/systemd/system")
-                .join(format!("{target}.wants"));
-            std::fs::create_dir_all(&wants)?;
-            let link = wants.join(unit);
-            let _ = std::fs::remove_file(&link);
-            std::os::unix::fs::symlink(format!("/usr/lib/systemd/system/{unit}"), &link)
-                .with_context(|| format!("enabling {unit}"))?;
-        }
-    }
-    Ok(())
-}
-
-/// Adds `OSTREE_VERSION` to os-release (the file in /usr/lib, which
-/// /etc/os-release points at).
-fn mutate_os_release(root: &Path, version: &str) -> Result<()> {
-    let path = ["usr/lib/os-release", "etc/os-release"]
-        .iter()
-        .map(|p| root.join(p))
-        .find(|p| p.is_file() && !p.is_symlink())
-        .context("the tree has no os-release (is redhat-release in the package list?)")?;
-    let text = std::fs::read_to_string(&path)?;
-    let mut out: String = text
-        .lines()
-        .filter(|l| !l.starts_with("OSTREE_VERSION="))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    out.push_str(&format!("OSTREE_VERSION='{version}'\n"));
-    std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))
 }
 
 fn diff_packages(wd: &Workdir, prev: &BuildEntry, packages: &[Package]) -> PackageDiff {
@@ -783,23 +603,5 @@ fn diff_packages(wd: &Workdir, prev: &BuildEntry, packages: &[Package]) -> Packa
             .filter(|(k, v)| old.get(*k).is_some_and(|o| o != *v))
             .map(|(k, v)| format!("{} -> {v}", old[k]))
             .collect(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs_match_within_a_component() {
-        for (p, n, want) in [
-            ("*.conf", "a.conf", true),
-            ("*.conf", "a.conf.bak", false),
-            ("lib*so*", "libfoo.so.1", true),
-            ("exact", "exact", true),
-            ("exact", "exactly", false),
-        ] {
-            assert_eq!(glob_match(p, n), want, "{p} {n}");
-        }
     }
 }

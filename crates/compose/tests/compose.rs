@@ -84,6 +84,9 @@ fn demo_base_follows_the_conventions() {
         .arg("checkout")
         .arg(format!("--repo={}", repo.display()))
         .arg("-U")
+        // A copy: rpm writes to the database it queries (below), which in a
+        // hard-linked checkout is the repository's object.
+        .arg("--force-copy")
         .arg(&r.ostree_commit)
         .arg(&tree));
     let read =

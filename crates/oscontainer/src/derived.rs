@@ -357,9 +357,13 @@ impl DirWalker<'_> {
     }
 }
 
-/// xattr names that describe the overlay, not the file.
+/// xattr names that describe the overlay or the store a file came from,
+/// not the file: overlay bookkeeping, and the `user.ostreemeta` that files
+/// copied up from a checkout of a bare-user repository carry.
 fn is_overlay_xattr(name: &str) -> bool {
-    name.starts_with("trusted.overlay.") || name.starts_with("user.overlay.")
+    name.starts_with("trusted.overlay.")
+        || name.starts_with("user.overlay.")
+        || name == "user.ostreemeta"
 }
 
 fn is_opaque(path: &Path) -> Result<bool> {
@@ -427,6 +431,7 @@ mod tests {
         assert_eq!(tar_name("usr/etc"), "etc");
         assert_eq!(tar_name("usr/bin/kubelet"), "usr/bin/kubelet");
         assert!(is_overlay_xattr("trusted.overlay.opaque"));
+        assert!(is_overlay_xattr("user.ostreemeta"));
         assert!(!is_overlay_xattr("security.capability"));
     }
 }

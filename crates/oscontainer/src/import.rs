@@ -56,6 +56,11 @@ pub struct ImportOptions {
     pub ref_name: Option<String>,
     /// For `docker://` images.
     pub transport: TransportOptions,
+    /// When the repository already holds the complete commit that the
+    /// image's `ostree.commit` label names, take it as the base and read
+    /// only the derived layers (derive and disk, whose base came from this
+    /// workdir): the cost follows the derived layers, not the base.
+    pub reuse_base: bool,
 }
 
 /// What [`import`] produced.
@@ -152,25 +157,40 @@ fn import_layout(
     let image = layout.resolve(tag)?;
     let split = split_layers(&image, &name)?;
     let layers = image.manifest.layers();
-    // Check every blob before touching the repository.
-    for l in layers {
+    let labels = labels_of(&image);
+    let repo = commit::open_repo(repo_path)?;
+    let present = match labels.get(LABEL_COMMIT) {
+        Some(c) if opts.reuse_base => verify_complete(&repo, c).is_ok().then(|| c.clone()),
+        _ => None,
+    };
+    // Check every blob that will be read before touching the repository.
+    let read_from = if present.is_some() {
+        split.last_ostree + 1
+    } else {
+        0
+    };
+    for l in &layers[read_from..] {
         layout.verify_blob(l)?;
     }
-    let labels = labels_of(&image);
 
-    let repo = commit::open_repo(repo_path)?;
     let txn = repo
         .auto_transaction(gio::Cancellable::NONE)
         .context_with(|| format!("starting a transaction in {}", repo_path.display()))?;
 
-    // Chunks first, then the commit layer (layer 0).
-    let mut objects = ObjectImporter::new(&repo);
-    for l in &layers[1..=split.last_ostree] {
-        objects.import_layer(&layout, l, false)?;
-    }
-    objects.import_layer(&layout, &layers[0], true)?;
-    let base = objects.finish(&layers[0])?;
-    verify_complete(&repo, &base)?;
+    let base = match present {
+        Some(c) => c,
+        None => {
+            // Chunks first, then the commit layer (layer 0).
+            let mut objects = ObjectImporter::new(&repo);
+            for l in &layers[1..=split.last_ostree] {
+                objects.import_layer(&layout, l, false)?;
+            }
+            objects.import_layer(&layout, &layers[0], true)?;
+            let base = objects.finish(&layers[0])?;
+            verify_complete(&repo, &base)?;
+            base
+        }
+    };
     if let Some(expected) = labels.get(LABEL_COMMIT) {
         if *expected != base {
             return Err(Error::NotOstreeImage {

@@ -39,26 +39,65 @@ pub fn seed(root: &Path, previous: &Accounts) -> Result<()> {
 
 /// Splits the installed tree's accounts between `/etc` and `/usr/lib`, turns
 /// on `altfiles` in nsswitch.conf, and returns the complete lists.
+///
+/// Entries already in `/usr/lib` stay first (a derived tree keeps its
+/// base's accounts); entries `/etc` gained are appended. Files whose
+/// content does not change are not rewritten, so a tree layered over a base
+/// gets no copies of untouched files.
 pub fn split(root: &Path) -> Result<Accounts> {
-    let passwd = read(root, "etc/passwd")?;
-    let group = read(root, "etc/group")?;
-    for (file, keep, all) in [
-        ("passwd", ETC_USERS, &passwd),
-        ("group", ETC_GROUPS, &group),
-    ] {
-        let (etc, lib) = partition(all, keep);
-        write_file(&root.join("etc").join(file), etc.as_bytes(), 0o644)?;
-        write_file(&root.join("usr/lib").join(file), lib.as_bytes(), 0o644)?;
+    let mut complete = Vec::new();
+    for (file, keep) in [("passwd", ETC_USERS), ("group", ETC_GROUPS)] {
+        let all = read(root, &format!("etc/{file}"))?;
+        let lib_path = root.join("usr/lib").join(file);
+        let existing = std::fs::read_to_string(&lib_path).unwrap_or_default();
+        let (etc, new) = partition(&all, keep);
+        let lib = merge(&existing, &new);
+        write_if_changed(&root.join("etc").join(file), &etc, 0o644)?;
+        write_if_changed(&lib_path, &lib, 0o644)?;
+        complete.push(format!("{etc}{lib}"));
     }
     for (file, keep) in [("shadow", ETC_USERS), ("gshadow", ETC_GROUPS)] {
         let path = root.join("etc").join(file);
         if path.exists() {
             let (etc, _) = partition(&read(root, &format!("etc/{file}"))?, keep);
-            write_file(&path, etc.as_bytes(), 0o000)?;
+            write_if_changed(&path, &etc, 0o000)?;
         }
     }
     enable_altfiles(root)?;
+    let group = complete.pop().unwrap_or_default();
+    let passwd = complete.pop().unwrap_or_default();
     Ok(Accounts { passwd, group })
+}
+
+/// `existing` lines, then the lines of `new` whose name `existing` lacks.
+fn merge(existing: &str, new: &str) -> String {
+    let names: std::collections::BTreeSet<&str> = existing
+        .lines()
+        .filter_map(|l| l.split(':').next())
+        .collect();
+    let mut out: String = existing
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    for line in new.lines() {
+        if !names.contains(line.split(':').next().unwrap_or("")) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Writes `content` unless the file already holds exactly it. The old
+/// file is replaced, never written through (it may be a hard link into an
+/// ostree repo or a lower overlay layer).
+fn write_if_changed(path: &Path, content: &str, mode: u32) -> Result<()> {
+    if std::fs::read(path).is_ok_and(|c| c == content.as_bytes()) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(path);
+    write_file(path, content.as_bytes(), mode)
 }
 
 fn read(root: &Path, rel: &str) -> Result<String> {
@@ -106,7 +145,7 @@ fn enable_altfiles(root: &Path) -> Result<()> {
     if !seen.1 {
         out.push_str("group: files altfiles\n");
     }
-    write_file(&path, out.as_bytes(), 0o644)
+    write_if_changed(&path, &out, 0o644)
 }
 
 #[cfg(test)]
@@ -154,5 +193,32 @@ mod tests {
             std::fs::read_to_string(again.path().join("etc/passwd")).unwrap(),
             acc.passwd
         );
+    }
+
+    #[test]
+    fn a_layered_tree_keeps_its_base_accounts_and_adds_new_ones() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        std::fs::create_dir_all(r.join("usr/lib")).unwrap();
+        std::fs::write(r.join("usr/lib/passwd"), "sshd:x:74:74::/:/sbin/nologin\n").unwrap();
+        std::fs::write(r.join("usr/lib/group"), "sshd:x:74:\n").unwrap();
+        std::fs::write(
+            r.join("etc/passwd"),
+            "root:x:0:0::/root:/bin/bash\nopenvswitch:x:997:996::/:/sbin/nologin\n",
+        )
+        .unwrap();
+        std::fs::write(r.join("etc/group"), "root:x:0:\nopenvswitch:x:996:\n").unwrap();
+        std::fs::write(
+            r.join("etc/nsswitch.conf"),
+            "passwd: files altfiles\ngroup: files altfiles\n",
+        )
+        .unwrap();
+        let acc = split(r).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(r.join("usr/lib/passwd")).unwrap(),
+            "sshd:x:74:74::/:/sbin/nologin\nopenvswitch:x:997:996::/:/sbin/nologin\n"
+        );
+        assert_eq!(acc.group, "root:x:0:\nsshd:x:74:\nopenvswitch:x:996:\n");
     }
 }

@@ -1,0 +1,188 @@
+//! The base a derive starts from: an image in (or brought into) the
+//! workdir's OCI store, its commit in the workdir's ostree repo, and a
+//! hard-linked checkout of that commit to serve as the overlay's lower dir.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use strata_oscontainer::{ImageRef, LayerKind, TransportOptions};
+use strata_workdir::Workdir;
+
+/// A base image ready to derive from.
+#[derive(Debug, Clone)]
+pub struct Base {
+    /// The reference as the user gave it.
+    pub reference: String,
+    /// Its tag in the workdir's OCI store.
+    pub tag: String,
+    /// `oci:W/oci:TAG`.
+    pub image: String,
+    pub digest: String,
+    pub commit: String,
+    pub version: String,
+    /// The commit's timestamp: the base's build date.
+    pub timestamp: u64,
+    /// RHEL major and minor, from the version (`8.6.20261202-0`).
+    pub rhel: (u32, u32),
+}
+
+/// Finds `reference` (a tag in the workdir, `oci:DIR:TAG`, `docker://…`),
+/// copies it into the workdir's store when it is elsewhere, checks that it
+/// is a bootable ostree base image, and makes sure its commit is in the
+/// workdir's repo (importing it when not).
+pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> Result<Base> {
+    let oci = wd.oci();
+    let parsed = ImageRef::parse(reference, Some(&oci))?;
+    // Check the image where it is, so that a wrong one leaves no trace.
+    let info = strata_oscontainer::inspect(&parsed, transport)
+        .with_context(|| format!("reading base image {reference}"))?;
+    let not_base = |why: &str| anyhow::anyhow!("{reference} is not a base image: {why}");
+    if info.labels.get("ostree.bootable").map(String::as_str) != Some("true") {
+        return Err(not_base(
+            "it has no ostree.bootable=true label (not a bootable ostree image)",
+        ));
+    }
+    if info.layers.iter().any(|l| l.kind == LayerKind::Derived) {
+        return Err(not_base(
+            "it already has derived layers on top of its ostree content (derive from the base it was derived from)",
+        ));
+    }
+    let commit = info
+        .ostree_commit
+        .clone()
+        .ok_or_else(|| not_base("it names no ostree commit"))?;
+    let version = info
+        .version
+        .clone()
+        .ok_or_else(|| not_base("it has no org.opencontainers.image.version label"))?;
+    let rhel = rhel_of(&version).ok_or_else(|| {
+        not_base(&format!(
+            "its version {version} does not start with the RHEL major.minor (8.6.…)"
+        ))
+    })?;
+
+    let tag = match &parsed {
+        ImageRef::Oci {
+            dir,
+            tag: Some(tag),
+        } if same_dir(dir, &oci) => tag.clone(),
+        ImageRef::Oci { dir, tag: None } if same_dir(dir, &oci) => {
+            bail!("base image {reference}: name a tag of the workdir's store")
+        }
+        other => {
+            let tag = format!("base-{}", sanitize(reference));
+            strata_oscontainer::pull(other, &oci, &tag, transport).with_context(|| {
+                format!("copying base image {reference} into {}", oci.display())
+            })?;
+            tag
+        }
+    };
+    let local = ImageRef::oci(&oci, &tag);
+    let repo = ostree::Repo::new_for_path(wd.repo());
+    repo.open(ostree::gio::Cancellable::NONE)
+        .with_context(|| format!("opening {}", wd.repo().display()))?;
+    if repo.load_commit(&commit).is_err() {
+        tracing::info!("importing base commit {commit} from {reference}");
+        strata_oscontainer::import(&local, &wd.repo(), &Default::default())
+            .with_context(|| format!("importing base image {reference}"))?;
+    }
+    let (commit_v, _) = repo
+        .load_commit(&commit)
+        .with_context(|| format!("loading base commit {commit}"))?;
+    Ok(Base {
+        reference: reference.to_string(),
+        image: local.to_string(),
+        tag,
+        digest: info.manifest_digest,
+        commit,
+        version,
+        timestamp: ostree::commit_get_timestamp(&commit_v),
+        rhel,
+    })
+}
+
+/// A hard-linked checkout of `commit` under `W/cache/checkouts`, made once
+/// and shared by every derive from that base. It is only ever an overlay's
+/// lower dir: its files are the repo's objects and must never be written.
+pub fn checkout(wd: &Workdir, commit: &str) -> Result<PathBuf> {
+    let dir = wd.cache().join("checkouts");
+    let dest = dir.join(commit);
+    if dest.is_dir() {
+        return Ok(dest);
+    }
+    fs::create_dir_all(&dir)?;
+    // Checkouts of other commits are no longer needed by anyone: the
+    // workdir lock is held, and derive makes one at a time.
+    for e in fs::read_dir(&dir)?.flatten() {
+        let _ = fs::remove_dir_all(e.path());
+    }
+    let tmp = dir.join(format!(".partial-{commit}"));
+    strata_process::require("ostree")?;
+    strata_process::run(
+        std::process::Command::new("ostree")
+            .arg(format!("--repo={}", wd.repo().display()))
+            .args(["checkout", "--user-mode", "--require-hardlinks", commit])
+            .arg(&tmp),
+    )
+    .with_context(|| format!("checking out base commit {commit}"))?;
+    fs::rename(&tmp, &dest)?;
+    Ok(dest)
+}
+
+/// `8.6.20261202-0` → (8, 6).
+fn rhel_of(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// A tag-safe rendering of a reference.
+fn sanitize(reference: &str) -> String {
+    let s: String = reference
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let s = s.trim_matches('-');
+    s.chars()
+        .rev()
+        .take(100)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rhel_from_version() {
+        assert_eq!(rhel_of("8.6.20261202-0"), Some((8, 6)));
+        assert_eq!(rhel_of("9.4.20261202-3"), Some((9, 4)));
+        assert_eq!(rhel_of("latest"), None);
+    }
+
+    #[test]
+    fn tags_from_references() {
+        assert_eq!(
+            sanitize("docker://127.0.0.1:5000/rhcos/base:8.6"),
+            "docker---127.0.0.1-5000-rhcos-base-8.6"
+        );
+    }
+}

@@ -1,0 +1,288 @@
+//! The child process that installs one release on top of the base.
+//!
+//! Why a child: libdnf and rpm are process-global (rpm even chroots the
+//! whole process during a transaction), releases derive concurrently, and
+//! the overlay mount must live in a private mount namespace that dies with
+//! the process. The parent describes the work as a [`Job`] (JSON file),
+//! starts its worker under `unshare --mount --propagation private`, and
+//! reads the [`Outcome`] back (JSON file); the child's output is captured
+//! and only its tail shows, in the error, when it fails.
+//!
+//! In the child: the base checkout is the overlay's lower dir (read only,
+//! never written: its files are hard links into the ostree repo), the upper
+//! dir collects exactly the release's changes. `/etc` is a symlink to
+//! `usr/etc` while packages install, so rpm and scriptlets see the base's
+//! configuration and their changes land where the base keeps it.
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use strata_dnf::job::InstallJob;
+use strata_rootfs::{files, passwd, sandbox, tree};
+
+/// How the parent starts a worker: a program and the arguments before the
+/// two file paths (`strata __derive-worker`, or the test binary).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+impl WorkerCommand {
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, a: impl Into<OsString>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+}
+
+/// A file to put into the tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileToAdd {
+    pub src: PathBuf,
+    pub dest: String,
+    pub mode: Option<u32>,
+}
+
+/// One release's install, as the worker runs it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    /// The overlay's directories.
+    pub lower: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    pub merged: PathBuf,
+    /// The install, rooted at `merged`.
+    pub install: InstallJob,
+    /// NEVRAs the parent resolved and checked; the worker installs exactly
+    /// these or fails.
+    pub expected: Vec<String>,
+    pub add_files: Vec<FileToAdd>,
+    pub remove_files: Vec<String>,
+    pub postprocess: Vec<String>,
+    /// os-release keys to set, in order.
+    pub os_release: Vec<(String, String)>,
+    pub source_date_epoch: u64,
+}
+
+/// What the worker reports.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    Ok { installed: Vec<String> },
+    Err { message: String },
+}
+
+/// How many bytes of the worker's output go into an error.
+const OUTPUT_TAIL: usize = 4000;
+
+/// Runs `job` in a worker in its own mount namespace; returns the NEVRAs
+/// installed.
+pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Vec<String>> {
+    strata_process::require("unshare")?;
+    let job_path = scratch.join("job.json");
+    let outcome_path = scratch.join("outcome.json");
+    fs::write(&job_path, serde_json::to_vec_pretty(job)?)
+        .with_context(|| format!("writing {}", job_path.display()))?;
+    let _ = fs::remove_file(&outcome_path);
+    let output = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--"])
+        .arg(&worker.program)
+        .args(&worker.args)
+        .arg(&job_path)
+        .arg(&outcome_path)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("starting the derive worker {}", worker.program.display()))?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    tracing::debug!("derive worker output:\n{text}");
+    let outcome: Option<Outcome> = fs::read(&outcome_path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    match outcome {
+        Some(Outcome::Ok { installed }) if output.status.success() => Ok(installed),
+        Some(Outcome::Err { message }) => bail!("{message}"),
+        _ => bail!(
+            "the derive worker failed ({}) without reporting why; its output ends with:\n{}",
+            output.status,
+            tail(&text, OUTPUT_TAIL)
+        ),
+    }
+}
+
+fn tail(s: &str, max: usize) -> &str {
+    let mut start = s.len().saturating_sub(max);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// The worker's entry point: `JOB OUTCOME`. Exit code 0 on success, 1 when
+/// the job failed (the outcome says why), 2 on bad arguments.
+pub fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
+    let (Some(job), Some(outcome), None) = (args.next(), args.next(), args.next()) else {
+        eprintln!("usage: strata-derive-worker JOB OUTCOME");
+        return ExitCode::from(2);
+    };
+    let result = fs::read(&job)
+        .context("reading the job")
+        .and_then(|b| serde_json::from_slice::<Job>(&b).context("parsing the job"))
+        .and_then(|job| serve(&job));
+    let (code, outcome_value) = match result {
+        Ok(installed) => (ExitCode::SUCCESS, Outcome::Ok { installed }),
+        Err(e) => (
+            ExitCode::from(1),
+            Outcome::Err {
+                message: format!("{e:#}"),
+            },
+        ),
+    };
+    let bytes = serde_json::to_vec(&outcome_value).expect("serializes");
+    if let Err(e) = fs::write(&outcome, bytes) {
+        eprintln!("writing {}: {e}", Path::new(&outcome).display());
+        return ExitCode::from(1);
+    }
+    code
+}
+
+/// Device nodes and the `/etc` link live only while packages install.
+const TRANSIENT: &[&str] = &["dev/null", "dev/zero", "dev/urandom", "etc"];
+
+/// Runs the job; must be called in a private mount namespace.
+fn serve(job: &Job) -> Result<Vec<String>> {
+    strata_process::require("mount")?;
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off,xino=off",
+        job.lower.display(),
+        job.upper.display(),
+        job.work.display()
+    );
+    if options.contains(|c: char| c == '\n') {
+        bail!("overlay paths must not contain newlines");
+    }
+    strata_process::run(
+        Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o"])
+            .arg(&options)
+            .arg(&job.merged),
+    )
+    .context("mounting the overlay of the base (derive runs as root)")?;
+    let result = install(job);
+    let unmounted = strata_process::run(Command::new("umount").arg(&job.merged));
+    let installed = result?;
+    unmounted.context("unmounting the overlay")?;
+    Ok(installed)
+}
+
+fn install(job: &Job) -> Result<Vec<String>> {
+    let root = &job.merged;
+    if root.join("etc").symlink_metadata().is_ok() {
+        bail!("the base tree has /etc; an ostree base keeps it in /usr/etc");
+    }
+    std::os::unix::fs::symlink("usr/etc", root.join("etc")).context("linking /etc")?;
+    files::make_device_nodes(root)?;
+    // librpm stamps installed headers with SOURCE_DATE_EPOCH when set.
+    std::env::set_var("SOURCE_DATE_EPOCH", job.source_date_epoch.to_string());
+    let report = job
+        .install
+        .run()
+        .context("installing the release packages")?;
+    let mut installed: Vec<String> = report.packages.iter().map(|p| p.nevra.clone()).collect();
+    installed.sort();
+    let mut expected = job.expected.clone();
+    expected.sort();
+    if installed != expected {
+        bail!(
+            "the install resolved differently from the plan: installed [{}], planned [{}]",
+            installed.join(", "),
+            expected.join(", ")
+        );
+    }
+    passwd::split(root)?;
+    let add: Vec<strata_manifest::AddFile> = job
+        .add_files
+        .iter()
+        .map(|f| strata_manifest::AddFile {
+            src: f.src.clone(),
+            dest: f.dest.clone(),
+            mode: f.mode,
+        })
+        .collect();
+    files::add_and_remove(root, &add, &job.remove_files)?;
+    for (i, script) in job.postprocess.iter().enumerate() {
+        sandbox::run_script(root, job.source_date_epoch, i, script)?;
+    }
+    let values: Vec<(&str, &str)> = job
+        .os_release
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    files::set_os_release(root, &values)?;
+    tree::apply_layered(root)?;
+    for t in TRANSIENT {
+        let p = root.join(t);
+        if p.symlink_metadata().is_ok() {
+            fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+        }
+    }
+    Ok(installed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_cuts_at_char_boundary() {
+        assert_eq!(tail("ééé", 3), "é");
+        assert_eq!(tail("abc", 10), "abc");
+    }
+
+    #[test]
+    fn worker_without_outcome_reports_its_output() {
+        let scratch = tempfile::tempdir().unwrap();
+        let job = Job {
+            lower: "/nonexistent".into(),
+            upper: "/nonexistent".into(),
+            work: "/nonexistent".into(),
+            merged: "/nonexistent".into(),
+            install: InstallJob::new(
+                strata_dnf::DnfOptions::new("/nonexistent", "/nonexistent", "8"),
+                Vec::new(),
+                strata_dnf::DepsolveRequest::install(Vec::<String>::new()),
+            ),
+            expected: Vec::new(),
+            add_files: Vec::new(),
+            remove_files: Vec::new(),
+            postprocess: Vec::new(),
+            os_release: Vec::new(),
+            source_date_epoch: 0,
+        };
+        let err = run(
+            &WorkerCommand::new("/bin/sh")
+                .arg("-c")
+                .arg("echo worker-said-this; exit 3")
+                .arg("sh"),
+            &job,
+            scratch.path(),
+        )
+        .unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(msg.contains("worker-said-this"), "{msg}");
+    }
+}

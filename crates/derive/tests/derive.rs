@@ -1,0 +1,386 @@
+//! Derive on the fixture distribution: OCP 4.12 and 4.13 from one demo
+//! base, checked with the reference tools (`ostree`, `rpm`) and through
+//! strata's own image inspection.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use strata_compose::{compose, ComposeOptions, ComposeResult};
+use strata_derive::{derive, DeriveOptions, DeriveResult, WorkerCommand};
+use strata_manifest::Vars;
+use strata_oscontainer::{ImageRef, TransportOptions};
+use strata_testdistro::spec::{FileSpec, PkgSpec};
+use strata_testdistro::Fixture;
+
+fn fixture() -> Fixture {
+    Fixture::for_tests().expect("generating the fixture distribution")
+}
+
+fn demo(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../manifests/demo")
+        .join(name)
+}
+
+fn vars() -> Vars {
+    Vars::from_assignments([format!("fixture={}", fixture().root.display())]).unwrap()
+}
+
+fn worker() -> WorkerCommand {
+    WorkerCommand::new(env!("CARGO_BIN_EXE_strata-derive-worker"))
+}
+
+/// The demo base, composed once (in this process: librpm chroots the
+/// process during the install, so nothing else may run meanwhile — every
+/// test waits here first).
+fn base() -> &'static (tempfile::TempDir, ComposeResult) {
+    static BASE: OnceLock<(tempfile::TempDir, ComposeResult)> = OnceLock::new();
+    BASE.get_or_init(|| {
+        let w = tempfile::tempdir().unwrap();
+        let r = compose(
+            &ComposeOptions::new(demo("rhel-8.6.yaml"), w.path())
+                .vars(vars())
+                .source_date_epoch(None),
+        )
+        .unwrap();
+        (w, r)
+    })
+}
+
+/// A workdir of its own holding the demo base (hard links: ostree objects
+/// and blobs are immutable; index.json and builds.json are replaced, not
+/// written through).
+fn workdir_with_base() -> tempfile::TempDir {
+    let (w, _) = base();
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["repo", "oci", "builds"] {
+        run(Command::new("cp")
+            .arg("-al")
+            .arg(w.path().join(sub))
+            .arg(dir.path().join(sub)));
+    }
+    dir
+}
+
+fn run(cmd: &mut Command) -> String {
+    strata_process::stdout(cmd).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn derive_in(
+    w: &Path,
+    manifests: &[PathBuf],
+    overrides: &[PathBuf],
+) -> anyhow::Result<Vec<DeriveResult>> {
+    let (_, b) = base();
+    derive(
+        &DeriveOptions::new(w, &b.image_tag(), manifests.to_vec(), worker())
+            .vars(vars())
+            .overrides(overrides.to_vec())
+            .source_date_epoch(None),
+    )
+}
+
+trait Tag {
+    fn image_tag(&self) -> String;
+}
+
+impl Tag for ComposeResult {
+    /// The base as a tag of the workdir's store (valid in every copy).
+    fn image_tag(&self) -> String {
+        self.image.rsplit(':').next().unwrap().to_string()
+    }
+}
+
+fn inspect(w: &Path, tag: &str) -> strata_oscontainer::ImageInfo {
+    strata_oscontainer::inspect(
+        &ImageRef::oci(&w.join("oci"), tag),
+        &TransportOptions::default(),
+    )
+    .unwrap()
+}
+
+fn tag_of(r: &DeriveResult) -> String {
+    r.image.rsplit(':').next().unwrap().to_string()
+}
+
+fn layers(info: &strata_oscontainer::ImageInfo) -> Vec<String> {
+    info.layers.iter().map(|l| l.digest.clone()).collect()
+}
+
+fn both() -> Vec<PathBuf> {
+    vec![demo("ocp-4.12.yaml"), demo("ocp-4.13.yaml")]
+}
+
+/// The demo releases, derived once into their own workdir.
+fn derived() -> &'static (tempfile::TempDir, Vec<DeriveResult>) {
+    static DERIVED: OnceLock<(tempfile::TempDir, Vec<DeriveResult>)> = OnceLock::new();
+    DERIVED.get_or_init(|| {
+        let w = workdir_with_base();
+        let r = derive_in(w.path(), &both(), &[]).unwrap();
+        (w, r)
+    })
+}
+
+#[test]
+fn releases_share_every_base_layer_and_add_only_their_packages() {
+    let (_, b) = base();
+    let (w, results) = derived();
+    let w = w.path();
+    assert_eq!(results.len(), 2);
+    let base_info = inspect(w, &b.image_tag());
+    let base_layers = layers(&base_info);
+    for (r, release) in results.iter().zip(["4.12", "4.13"]) {
+        assert!(r.changed);
+        assert_eq!(r.release, release);
+        let major_minor = release.replace('.', "");
+        assert!(
+            r.version.starts_with(&format!("{major_minor}.86.2026")) && r.version.ends_with("-0"),
+            "{}",
+            r.version
+        );
+        let info = inspect(w, &tag_of(r));
+        let l = layers(&info);
+        assert_eq!(
+            &l[..base_layers.len()],
+            &base_layers[..],
+            "base layers reused"
+        );
+        assert_eq!(l.len(), base_layers.len() + 1);
+        assert_eq!(info.labels["com.coreos.openshift-version"], release);
+        assert_eq!(
+            info.labels["io.openshift.build.versions"],
+            format!("machine-os={}", r.version)
+        );
+        assert_eq!(info.labels["ostree.commit"], b.ostree_commit);
+
+        let d = strata_oscontainer::diff(
+            &ImageRef::oci(&w.join("oci"), &b.image_tag()),
+            &ImageRef::oci(&w.join("oci"), &tag_of(r)),
+            &TransportOptions::default(),
+        )
+        .unwrap();
+        let added: BTreeSet<String> = d.packages_added.iter().map(|p| p.name.clone()).collect();
+        for name in ["cri-o", "openshift-kubelet", "openvswitch", "conmon-rs"] {
+            assert!(added.contains(name), "{name} in {added:?}");
+        }
+        assert!(d.packages_removed.is_empty() && d.packages_changed.is_empty());
+        assert_eq!(d.layers_shared.len(), base_layers.len());
+
+        // The derived commit: parent is the base, the tree is base + release.
+        let repo = format!("--repo={}", w.join("repo").display());
+        let parent = run(Command::new("ostree")
+            .args([&repo, "rev-parse"])
+            .arg(format!("{}^", r.ostree_commit)));
+        assert_eq!(parent.trim(), b.ostree_commit);
+        let co = tempfile::tempdir().unwrap();
+        let dest = co.path().join("t");
+        // A copy: rpm writes to the database it queries, and a hard-linked
+        // checkout would let it write into the repository's objects.
+        run(Command::new("ostree")
+            .args([&repo, "checkout", "-U", "--force-copy"])
+            .arg(&r.ostree_commit)
+            .arg(&dest));
+        let os_release = std::fs::read_to_string(dest.join("usr/lib/os-release")).unwrap();
+        assert!(
+            os_release.contains(&format!("OPENSHIFT_VERSION=\"{release}\"")),
+            "{os_release}"
+        );
+        assert!(
+            os_release.contains(&format!("VERSION=\"{}\"", r.version)),
+            "{os_release}"
+        );
+        assert!(os_release.contains("RHEL_VERSION=\"8.6\""), "{os_release}");
+        assert!(
+            !dest.join("etc").exists(),
+            "configuration stays in /usr/etc"
+        );
+        assert!(dest.join("usr/etc/openvswitch/system-id.conf").is_file());
+        let qa = run(Command::new("rpm")
+            .arg("--dbpath")
+            .arg(dest.join("usr/share/rpm"))
+            .args(["-qa", "--qf", "%{NAME}\\n"]));
+        let installed: BTreeSet<&str> = qa.lines().collect();
+        assert!(installed.contains("openshift-kubelet") && installed.contains("bash"));
+        assert_eq!(installed.len(), b.packages + r.packages.len());
+        let users = std::fs::read_to_string(dest.join("usr/lib/passwd")).unwrap();
+        assert!(
+            users.contains("sshd:") && users.contains("openvswitch:"),
+            "{users}"
+        );
+        let tmpfiles =
+            std::fs::read_to_string(dest.join(strata_rootfs::tree::LAYER_VAR_TMPFILES)).unwrap();
+        assert!(tmpfiles.contains("/var/lib/openvswitch"), "{tmpfiles}");
+        assert_eq!(std::fs::read_dir(dest.join("var")).unwrap().count(), 0);
+    }
+    let fsck = run(Command::new("ostree")
+        .arg("fsck")
+        .arg(format!("--repo={}", w.join("repo").display())));
+    assert!(fsck.contains("no errors"), "{fsck}");
+}
+
+#[test]
+fn unchanged_inputs_rebuild_nothing_and_rebuilds_are_byte_identical() {
+    let (w, first) = derived();
+    let again = derive_in(w.path(), &both(), &[]).unwrap();
+    for (a, b) in first.iter().zip(&again) {
+        assert!(!b.changed);
+        assert_eq!((&a.version, &a.digest), (&b.version, &b.digest));
+    }
+    let fresh = workdir_with_base();
+    let other = derive_in(fresh.path(), &both(), &[]).unwrap();
+    for (a, b) in first.iter().zip(&other) {
+        assert_eq!(a.digest, b.digest, "same inputs, same image");
+        assert_eq!(a.ostree_commit, b.ostree_commit);
+    }
+}
+
+/// openshift-kubelet rebuilt by "CI": unsigned, same name, new release.
+fn rebuilt_kubelet(dir: &Path) -> PathBuf {
+    let mut p = PkgSpec::new("openshift-kubelet", "4.13.0", "202612011200.p0.ci.el8")
+        .requires(&["cri-o", "cri-tools", "util-linux"])
+        .files([
+            FileSpec::file(
+                "/usr/bin/kubelet",
+                b"#!/bin/sh\necho rebuilt kubelet\n".to_vec(),
+                0o755,
+            ),
+            FileSpec::dir("/etc/kubernetes", 0o755),
+        ]);
+    p.build_time = 1_764_590_400;
+    let path = dir.join(p.file_name());
+    p.build(None, &path).unwrap();
+    path
+}
+
+#[test]
+fn an_override_rpm_changes_only_the_derived_layer_of_its_release() {
+    let w = workdir_with_base();
+    let w = w.path();
+    let before = derive_in(w, &both(), &[]).unwrap();
+    let rpms = tempfile::tempdir().unwrap();
+    let kubelet = rebuilt_kubelet(rpms.path());
+    let after = derive_in(w, &[demo("ocp-4.13.yaml")], std::slice::from_ref(&kubelet)).unwrap();
+    let r = &after[0];
+    assert!(r.changed);
+    assert_eq!(r.overrides.len(), 1);
+    assert!(r.packages.iter().any(|p| p.contains("202612011200.p0.ci")));
+    let old = inspect(w, &tag_of(&before[1]));
+    let new = inspect(w, &tag_of(r));
+    let (lo, ln) = (layers(&old), layers(&new));
+    assert_eq!(lo.len(), ln.len());
+    assert_eq!(
+        lo[..lo.len() - 1],
+        ln[..ln.len() - 1],
+        "base layers untouched"
+    );
+    assert_ne!(lo.last(), ln.last());
+    assert!(
+        new.labels["strata.overrides"].contains("openshift-kubelet-4.13.0-202612011200.p0.ci.el8")
+    );
+    // 4.12 was not rebuilt: its tag still names the same image.
+    assert_eq!(
+        inspect(w, &tag_of(&before[0])).manifest_digest,
+        before[0].digest
+    );
+    let serial: Vec<&str> = r.version.rsplitn(2, '-').collect();
+    assert_eq!(
+        serial[0], "1",
+        "a second build of the same base date: {}",
+        r.version
+    );
+}
+
+fn builds_json(w: &Path) -> String {
+    std::fs::read_to_string(w.join("builds/builds.json")).unwrap_or_default()
+}
+
+fn release_manifest(dir: &Path, extra: &str) -> PathBuf {
+    let path = dir.join("release.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "edition: 1\ninclude: {}\nrelease: \"4.13\"\n{extra}",
+            demo("rhel-8.6-repos.yaml").display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn bad_input_fails_clearly_and_writes_nothing() {
+    let w = workdir_with_base();
+    let w = w.path();
+    let f = fixture();
+    let m = tempfile::tempdir().unwrap();
+    let before = builds_json(w);
+    let err_of = |manifests: &[PathBuf], overrides: &[PathBuf]| -> String {
+        format!("{:#}", derive_in(w, manifests, overrides).unwrap_err())
+    };
+
+    // A package only in epel-8, whose repo is listed but not allowed.
+    let epel = release_manifest(
+        m.path(),
+        &format!(
+            "repos:\n  - id: epel-8\n    baseurl: file://{}\npackages: [htop]\n",
+            f.path("epel-8").display()
+        ),
+    );
+    let e = err_of(&[epel], &[]);
+    assert!(e.contains("htop") && e.contains("epel-8"), "{e}");
+
+    // crun needs a newer libseccomp than the base has.
+    let rhocp = format!(
+        "repos:\n  - id: rhocp-4.13-for-rhel-8\n    baseurl: file://{0}\n    gpgkey: file://{1}\ninputs:\n  repos: [rhocp-4.13-for-rhel-8]\npackages: [crun]\n",
+        f.path("rhocp-4.13-for-rhel-8").display(),
+        f.path("keys/RPM-GPG-KEY-strata-fixture-release").display()
+    );
+    let crun = release_manifest(m.path(), &rhocp);
+    let e = err_of(std::slice::from_ref(&crun), &[]);
+    assert!(
+        e.contains("crun-1.8.4")
+            && e.contains("libseccomp >= 2.5.3")
+            && e.contains("allow-base-upgrade"),
+        "{e}"
+    );
+
+    // A missing override RPM.
+    let e = err_of(&[demo("ocp-4.13.yaml")], &[m.path().join("missing.rpm")]);
+    assert!(e.contains("missing.rpm"), "{e}");
+
+    // A derived image is no base.
+    let (dw, results) = derived();
+    let e = format!(
+        "{:#}",
+        derive(
+            &DeriveOptions::new(
+                w,
+                format!(
+                    "oci:{}:{}",
+                    dw.path().join("oci").display(),
+                    tag_of(&results[1])
+                ),
+                vec![demo("ocp-4.13.yaml")],
+                worker()
+            )
+            .vars(vars())
+        )
+        .unwrap_err()
+    );
+    assert!(e.contains("not a base image"), "{e}");
+
+    assert_eq!(builds_json(w), before, "nothing recorded");
+
+    // Allowed, the same release derives, updating libseccomp.
+    let allowed = release_manifest(
+        m.path(),
+        &format!("{rhocp}allow-base-upgrade: [libseccomp]\n"),
+    );
+    let r = derive_in(w, &[allowed], &[]).unwrap();
+    assert!(r[0]
+        .packages
+        .iter()
+        .any(|p| p.starts_with("libseccomp-2.5.3")));
+}

@@ -1,0 +1,275 @@
+//! A manifest's file edits applied to a tree, and the plumbing from
+//! manifest repos and policies to dnf and [`Policy`].
+//!
+//! Everything here works on a root directory given by the caller; nothing
+//! runs a program except [`make_device_nodes`] (mknod).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use strata_dnf::RepoConfig;
+use strata_manifest::{AddFile, InputPolicy, KeyRef, Repo};
+
+use crate::policy::{self, Policy};
+
+/// Copies each add-files entry into the tree (parents created, mode set),
+/// then removes every path matching a remove-files pattern.
+pub fn add_and_remove(root: &Path, add: &[AddFile], remove: &[String]) -> Result<()> {
+    for f in add {
+        let dest = root.join(f.dest.trim_start_matches('/'));
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        // Never write through a file that may be shared (a hard link into
+        // an ostree repo, or a lower overlay layer): replace it.
+        let _ = fs::remove_file(&dest);
+        fs::copy(&f.src, &dest)
+            .with_context(|| format!("add-files: copying {} to {}", f.src.display(), f.dest))?;
+        if let Some(mode) = f.mode {
+            fs::set_permissions(&dest, fs::Permissions::from_mode(mode))?;
+        }
+    }
+    for pattern in remove {
+        remove_glob(root, pattern)?;
+    }
+    Ok(())
+}
+
+/// Removes paths matching `pattern` (`*` within one component).
+fn remove_glob(root: &Path, pattern: &str) -> Result<()> {
+    let mut current = vec![root.to_path_buf()];
+    for comp in pattern.trim_start_matches('/').split('/') {
+        let mut next = Vec::new();
+        for dir in &current {
+            if comp.contains('*') {
+                let Ok(rd) = fs::read_dir(dir) else {
+                    continue;
+                };
+                for e in rd.flatten() {
+                    if glob_match(comp, &e.file_name().to_string_lossy()) {
+                        next.push(e.path());
+                    }
+                }
+            } else {
+                let p = dir.join(comp);
+                if p.symlink_metadata().is_ok() {
+                    next.push(p);
+                }
+            }
+        }
+        current = next;
+    }
+    for p in current {
+        if p.is_dir() && !p.is_symlink() {
+            fs::remove_dir_all(&p)
+        } else {
+            fs::remove_file(&p)
+        }
+        .with_context(|| format!("remove-files: removing {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn glob_match(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((pre, rest)) => {
+            name.starts_with(pre)
+                && (0..=name.len() - pre.len()).any(|i| glob_match(rest, &name[pre.len() + i..]))
+        }
+    }
+}
+
+/// Enables units the way `systemctl enable` would: a symlink in each
+/// target's `.wants` directory named by the unit's `WantedBy=`.
+pub fn enable_units(root: &Path, units: &[String]) -> Result<()> {
+    for unit in units {
+        let file = ["usr/lib/systemd/system", "etc/systemd/system"]
+            .iter()
+            .map(|d| root.join(d).join(unit))
+            .find(|p| p.exists())
+            .with_context(|| format!("units: {unit} is not installed by any package"))?;
+        let text = fs::read_to_string(&file)?;
+        let mut wanted_by: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("WantedBy="))
+            .flat_map(|v| v.split_whitespace().map(str::to_string))
+            .collect();
+        if wanted_by.is_empty() {
+            wanted_by.push("multi-user.target".into());
+        }
+        for target in wanted_by {
+            let wants = root
+                .join("etc/systemd/system")
+                .join(format!("{target}.wants"));
+            fs::create_dir_all(&wants)?;
+            let link = wants.join(unit);
+            let _ = fs::remove_file(&link);
+            std::os::unix::fs::symlink(format!("/usr/lib/systemd/system/{unit}"), &link)
+                .with_context(|| format!("enabling {unit}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets `KEY="value"` lines in the tree's os-release (the file in
+/// /usr/lib that /etc/os-release points at), replacing existing ones and
+/// appending new ones in the order given. The file is replaced, never
+/// written through.
+pub fn set_os_release(root: &Path, values: &[(&str, &str)]) -> Result<()> {
+    let path = ["usr/lib/os-release", "etc/os-release", "usr/etc/os-release"]
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.is_file() && !p.is_symlink())
+        .context("the tree has no os-release (is redhat-release in the package list?)")?;
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+    let mut pending: Vec<(&str, &str)> = values.to_vec();
+    let mut out = String::new();
+    for line in text.lines() {
+        let key = line.split_once('=').map(|(k, _)| k.trim());
+        match pending.iter().position(|(k, _)| Some(*k) == key) {
+            Some(i) => {
+                let (k, v) = pending.remove(i);
+                out.push_str(&format!("{k}={}\n", quoted(v)));
+            }
+            None if values.iter().any(|(k, _)| Some(*k) == key) => {}
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    for (k, v) in pending {
+        out.push_str(&format!("{k}={}\n", quoted(v)));
+    }
+    let _ = fs::remove_file(&path);
+    crate::tree::write_file(&path, out.as_bytes(), 0o644)
+}
+
+/// `/dev/{null,zero,urandom}` in the root, for scriptlets that write there
+/// (needs root: compose and derive install as root).
+pub fn make_device_nodes(root: &Path) -> Result<()> {
+    let dev = root.join("dev");
+    fs::create_dir_all(&dev)?;
+    for (name, minor) in [("null", "3"), ("zero", "5"), ("urandom", "9")] {
+        if dev.join(name).exists() {
+            continue;
+        }
+        strata_process::run(
+            std::process::Command::new("mknod")
+                .arg(dev.join(name))
+                .args(["-m", "666", "c", "1", minor]),
+        )
+        .context("creating device nodes in the install root (installs run as root)")?;
+    }
+    Ok(())
+}
+
+/// The dnf configuration of a manifest repo. strata checks every package
+/// against the policy's keys itself, before anything is installed, and
+/// reports every offender at once, so libdnf's own gpgcheck is off.
+pub fn repo_config(r: &Repo) -> RepoConfig {
+    let mut c = RepoConfig::default();
+    c.id = r.id.clone();
+    c.name = r.name.clone();
+    c.baseurls = r.baseurl.clone();
+    c.gpgkeys = r.gpgkey.iter().map(PathBuf::from).collect();
+    c.gpgcheck = false;
+    c.enabled = true;
+    c
+}
+
+/// The manifest's enabled repos, split into those `inputs` allows and the
+/// others (which the solver never sees).
+pub fn partition_repos<'a>(
+    repos: &'a [Repo],
+    inputs: &InputPolicy,
+) -> (Vec<&'a Repo>, Vec<&'a Repo>) {
+    repos
+        .iter()
+        .filter(|r| r.enabled)
+        .partition(|r| inputs.allows_repo(&r.id))
+}
+
+/// Fails on a `file://` repo that holds no repository.
+pub fn check_local_repos(repos: &[&Repo]) -> Result<()> {
+    for r in repos {
+        for url in &r.baseurl {
+            if let Some(dir) = url.strip_prefix("file://") {
+                if !Path::new(dir).join("repodata/repomd.xml").is_file() {
+                    anyhow::bail!(
+                        "repo {}: {url} is not a repository (no repodata/repomd.xml)",
+                        r.id
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The policy of `inputs` over the `allowed` repos, keys loaded.
+pub fn load_policy(inputs: &InputPolicy, allowed: &[&Repo]) -> Result<Policy> {
+    let mut fingerprints = Vec::new();
+    let mut policy_files = Vec::new();
+    for k in &inputs.keys {
+        match k {
+            KeyRef::Fingerprint(f) => fingerprints.push(f.as_str().to_string()),
+            KeyRef::File(p) => policy_files.push(p.clone()),
+            KeyRef::Url(u) => policy_files.push(policy::key_path(u)?),
+        }
+    }
+    let key_files = allowed
+        .iter()
+        .flat_map(|r| r.gpgkey.iter())
+        .map(|k| policy::key_path(k))
+        .collect::<Result<Vec<_>>>()?;
+    Policy::load(
+        allowed.iter().map(|r| r.id.clone()).collect(),
+        &fingerprints,
+        &key_files,
+        &policy_files,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_within_a_component() {
+        for (p, n, want) in [
+            ("*.conf", "a.conf", true),
+            ("*.conf", "a.conf.bak", false),
+            ("lib*so*", "libfoo.so.1", true),
+            ("exact", "exact", true),
+            ("exact", "exactly", false),
+        ] {
+            assert_eq!(glob_match(p, n), want, "{p} {n}");
+        }
+    }
+
+    #[test]
+    fn os_release_values_replace_and_append() {
+        let t = tempfile::tempdir().unwrap();
+        let lib = t.path().join("usr/lib");
+        fs::create_dir_all(&lib).unwrap();
+        fs::write(
+            lib.join("os-release"),
+            "NAME=\"RHEL\"\nVERSION=\"8.6 (Ootpa)\"\nID=rhel\n",
+        )
+        .unwrap();
+        set_os_release(
+            t.path(),
+            &[("VERSION", "413.86.1-0"), ("OPENSHIFT_VERSION", "4.13")],
+        )
+        .unwrap();
+        assert_eq!(
+            fs::read_to_string(lib.join("os-release")).unwrap(),
+            "NAME=\"RHEL\"\nVERSION=\"413.86.1-0\"\nID=rhel\nOPENSHIFT_VERSION=\"4.13\"\n"
+        );
+    }
+}

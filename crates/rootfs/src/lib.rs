@@ -1,0 +1,25 @@
+//! What compose and derive both do to a root filesystem.
+//!
+//! compose builds a tree from nothing and derive adds a release's packages
+//! on top of a base tree; both enforce the same input policy, split the
+//! same accounts, run scripts in the same sandbox and follow the same ostree
+//! conventions. That shared ground lives here so that the two stages never
+//! depend on each other (DESIGN.md: they hand off only through an image or a
+//! commit).
+//!
+//! Modules:
+//! - [`policy`]: the RHEL-only input policy (repos and signing keys).
+//! - [`passwd`]: accounts split between /etc and /usr/lib, stable ids.
+//! - [`sandbox`]: running programs and scripts inside the tree (bubblewrap).
+//! - [`tree`]: the ostree conventions applied to an installed root.
+//! - [`files`]: a manifest's add-files, remove-files, units, os-release edits,
+//!   and the repo/policy plumbing between manifests and dnf.
+
+pub mod files;
+pub mod passwd;
+pub mod policy;
+pub mod sandbox;
+pub mod tree;
+
+pub use passwd::Accounts;
+pub use policy::{OnlyInDisallowedRepo, Policy, PolicyError, Rule, Violation};
