@@ -396,7 +396,6 @@ fn plan(
         request.local_gpgcheck = false;
     }
 
-    let sde;
     let packages;
     let removed;
     {
@@ -423,7 +422,7 @@ fn plan(
     policy.check(&from_repos).map_err(anyhow::Error::new)?;
 
     let inputhash = input_hash(base, &loaded, &policy, &packages, &taken)?;
-    sde = opts.source_date_epoch.unwrap_or_else(|| {
+    let sde = opts.source_date_epoch.unwrap_or_else(|| {
         packages
             .iter()
             .map(|p| p.build_time)

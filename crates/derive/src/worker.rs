@@ -172,7 +172,7 @@ fn serve(job: &Job) -> Result<Vec<String>> {
         job.upper.display(),
         job.work.display()
     );
-    if options.contains(|c: char| c == '\n') {
+    if options.contains('\n') {
         bail!("overlay paths must not contain newlines");
     }
     strata_process::run(

@@ -75,7 +75,7 @@ fn derive_in(
 ) -> anyhow::Result<Vec<DeriveResult>> {
     let (_, b) = base();
     derive(
-        &DeriveOptions::new(w, &b.image_tag(), manifests.to_vec(), worker())
+        &DeriveOptions::new(w, b.image_tag(), manifests.to_vec(), worker())
             .vars(vars())
             .overrides(overrides.to_vec())
             .source_date_epoch(None),
