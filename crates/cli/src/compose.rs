@@ -1,0 +1,67 @@
+//! `strata compose`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct ComposeArgs {
+    /// Working directory: cache, ostree repo, OCI images, build history.
+    #[arg(long, default_value = "strata-work")]
+    pub workdir: PathBuf,
+    /// The base manifest (YAML).
+    pub manifest: PathBuf,
+    /// Compose exactly the packages of this lockfile.
+    #[arg(long)]
+    pub lockfile: Option<PathBuf>,
+    /// Set a manifest variable: `${KEY}` in the manifest becomes VALUE.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    pub vars: Vec<String>,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) fn run(args: ComposeArgs) -> Result<ExitCode> {
+    let vars = strata_manifest::Vars::from_assignments(args.vars.iter().map(String::as_str))?;
+    let opts = strata_compose::ComposeOptions::new(&args.manifest, &args.workdir)
+        .vars(vars)
+        .lockfile(args.lockfile.clone());
+    let result = strata_compose::compose(&opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&compose_json(&result))?);
+    } else if result.changed {
+        println!(
+            "composed {} {} ({} packages)",
+            result.stream, result.version, result.packages
+        );
+        println!(
+            "  ostree commit {} ({})",
+            result.ostree_commit, result.ostree_ref
+        );
+        println!("  lockfile {}", result.lockfile.display());
+    } else {
+        println!(
+            "{} {} is current: inputs unchanged, nothing rebuilt",
+            result.stream, result.version
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn compose_json(r: &strata_compose::ComposeResult) -> serde_json::Value {
+    serde_json::json!({
+        "image": r.image,
+        "digest": r.digest,
+        "changed": r.changed,
+        "stream": r.stream,
+        "version": r.version,
+        "ostree_commit": r.ostree_commit,
+        "ostree_ref": r.ostree_ref,
+        "inputhash": r.inputhash,
+        "lockfile": r.lockfile,
+        "build_dir": r.build_dir,
+        "packages": r.packages,
+    })
+}

@@ -1,0 +1,191 @@
+//! `strata inspect`, `strata diff`, `strata push`: images as they are.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use strata_oscontainer::{ImageRef, TransportOptions};
+
+/// Where bare tags are looked up, and how registries are reached.
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct ImageOptions {
+    /// Working directory whose OCI store holds images named by a bare tag.
+    #[arg(long, default_value = "strata-work")]
+    pub workdir: PathBuf,
+    /// Require HTTPS and verify certificates for docker:// references
+    /// (`--tls-verify=false` for a local registry).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub tls_verify: bool,
+    /// A containers-auth.json with registry credentials.
+    #[arg(long)]
+    pub authfile: Option<PathBuf>,
+}
+
+impl ImageOptions {
+    pub(crate) fn transport(&self) -> TransportOptions {
+        let mut t = TransportOptions::default();
+        t.tls_verify = self.tls_verify;
+        t.authfile = self.authfile.clone();
+        t
+    }
+
+    pub(crate) fn parse(&self, reference: &str) -> Result<ImageRef> {
+        Ok(ImageRef::parse(reference, Some(&self.workdir.join("oci")))?)
+    }
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct InspectArgs {
+    /// oci:DIR:TAG, docker://HOST/NAME:TAG, or a tag in the workdir.
+    pub image: String,
+    #[command(flatten)]
+    pub options: ImageOptions,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct DiffArgs {
+    /// The image a client has.
+    pub from: String,
+    /// The image it updates to.
+    pub to: String,
+    #[command(flatten)]
+    pub options: ImageOptions,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct PushArgs {
+    /// The image to push: a tag in the workdir or oci:DIR:TAG.
+    pub image: String,
+    /// docker://HOST/NAME:TAG
+    pub destination: String,
+    #[command(flatten)]
+    pub options: ImageOptions,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) fn inspect(args: InspectArgs) -> Result<ExitCode> {
+    let image = args.options.parse(&args.image)?;
+    let info = strata_oscontainer::inspect(&image, &args.options.transport())
+        .with_context(|| format!("inspecting {image}"))?;
+    if args.json {
+        let mut v = serde_json::to_value(&info)?;
+        v["digest"] = serde_json::Value::String(info.manifest_digest.clone());
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", info.image);
+    println!("  digest         {}", info.manifest_digest);
+    println!(
+        "  version        {}",
+        info.version.as_deref().unwrap_or("-")
+    );
+    println!(
+        "  ostree commit  {}",
+        info.ostree_commit.as_deref().unwrap_or("-")
+    );
+    println!("  labels");
+    for (k, v) in &info.labels {
+        println!("    {k}={v}");
+    }
+    println!(
+        "  layers ({}, {} total)",
+        info.layers.len(),
+        size(info.total_size)
+    );
+    for l in &info.layers {
+        let what = if l.components.is_empty() {
+            l.description.clone().unwrap_or_default()
+        } else {
+            l.components.join(",")
+        };
+        println!(
+            "    {} {:>10} {:<7} {}",
+            short(&l.digest),
+            size(l.size),
+            format!("{:?}", l.kind).to_lowercase(),
+            what
+        );
+    }
+    println!("  packages ({})", info.packages.len());
+    for p in &info.packages {
+        println!("    {}-{}.{}", p.name, p.evr, p.arch);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn diff(args: DiffArgs) -> Result<ExitCode> {
+    let t = args.options.transport();
+    let d = strata_oscontainer::diff(
+        &args.options.parse(&args.from)?,
+        &args.options.parse(&args.to)?,
+        &t,
+    )?;
+    if args.json {
+        println!("{}", serde_json::to_string(&d)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} -> {}", d.from, d.to);
+    for p in &d.packages_added {
+        println!("  + {}-{}.{}", p.name, p.evr, p.arch);
+    }
+    for p in &d.packages_removed {
+        println!("  - {}-{}.{}", p.name, p.evr, p.arch);
+    }
+    for c in &d.packages_changed {
+        println!("  ~ {}.{} {} -> {}", c.name, c.arch, c.from, c.to);
+    }
+    println!(
+        "  layers: {} shared, {} new, {} gone; a client downloads {}",
+        d.layers_shared.len(),
+        d.layers_added.len(),
+        d.layers_removed.len(),
+        size(d.download_bytes)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn push(args: PushArgs) -> Result<ExitCode> {
+    let src = args.options.parse(&args.image)?;
+    let dest = ImageRef::parse(&args.destination, None)?;
+    let t = args.options.transport();
+    strata_oscontainer::push(&src, &dest, &t)
+        .with_context(|| format!("pushing {src} to {dest}"))?;
+    let info = strata_oscontainer::inspect(&src, &t)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "image": dest.to_string(),
+                "source": src.to_string(),
+                "digest": info.manifest_digest,
+                "version": info.version,
+                "ostree_commit": info.ostree_commit,
+            })
+        );
+    } else {
+        println!("pushed {src} to {dest} ({})", info.manifest_digest);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn short(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    &hex[..hex.len().min(12)]
+}
+
+/// Bytes in human units (MiB with one decimal).
+pub(crate) fn size(bytes: u64) -> String {
+    if bytes < 1024 * 1024 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+    }
+}
