@@ -408,6 +408,11 @@ impl Cx<'_> {
         subst(self.files, self.scope, s, dnf)
     }
 
+    /// The variables in force that have a value.
+    pub(crate) fn variables(&self) -> BTreeMap<String, String> {
+        self.scope.values()
+    }
+
     /// [`Cx::subst`] outside repo fields.
     pub(crate) fn text(&self, s: &Str) -> Result<String, ManifestError> {
         self.subst(s, Dnf::Off)

@@ -1,5 +1,6 @@
-//! strata's manifest formats: the base manifest that `compose` builds from
-//! and the release manifest that `derive` layers on top, in YAML.
+//! strata's manifest formats: the base manifest that `compose` builds from,
+//! the release manifest that `derive` layers on top, and the pipeline
+//! manifest that `build` runs them from, in YAML.
 //!
 //! A manifest is one file plus the files it includes and the dnf `.repo`
 //! files it names. [`BaseManifest::parse`] and [`ReleaseManifest::parse`]
@@ -13,7 +14,7 @@
 //! versions with a real date are the callers' jobs.
 //!
 //! Modules:
-//! - `base`, `release`: the two document types and their public structs.
+//! - `base`, `release`, `pipeline`: the document types and their public structs.
 //! - `document`: what they share: includes, `.repo` expansion, variables,
 //!   merging order, the validation context. A third type plugs in here.
 //! - `content`: fields several types have (packages, add-files, inputs…).
@@ -33,6 +34,7 @@ mod content;
 mod document;
 mod error;
 mod merge;
+mod pipeline;
 mod policy;
 mod release;
 mod repo;
@@ -46,6 +48,7 @@ pub use base::BaseManifest;
 pub use content::{AddFile, Initramfs};
 pub use document::{Loaded, EDITION, MAX_INCLUDE_DEPTH};
 pub use error::{FileRole, Location, ManifestError, Position};
+pub use pipeline::{PipelineManifest, Stage};
 pub use policy::{Fingerprint, InputPolicy, KeyRef};
 pub use release::ReleaseManifest;
 pub use repo::Repo;

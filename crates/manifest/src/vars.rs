@@ -152,6 +152,14 @@ impl Scope {
         self.values.keys().cloned().collect()
     }
 
+    /// Every variable that has a value, with it.
+    pub(crate) fn values(&self) -> BTreeMap<String, String> {
+        self.values
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+            .collect()
+    }
+
     fn lookup(&self, name: &str) -> Lookup {
         match self.values.get(name) {
             Some(Some(v)) => Lookup::Value(v.clone()),

@@ -331,3 +331,28 @@ fn canonical_json_is_deterministic_across_loads() {
         other.manifest.to_canonical_json()
     );
 }
+
+#[test]
+fn shipped_pipelines_name_shipped_manifests() {
+    for (path, vars) in [
+        ("demo/pipeline.yaml", fixture_vars()),
+        ("pipeline.yaml", entitled_vars()),
+    ] {
+        let p = strata_manifest::PipelineManifest::load(&manifests().join(path), &vars)
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+            .manifest;
+        assert!(p.base.manifest.exists(), "{path}: {:?}", p.base.manifest);
+        BaseManifest::load(&p.base.manifest, &p.stage_vars().unwrap()).unwrap();
+        let releases: Vec<String> = p
+            .releases
+            .iter()
+            .map(|r| {
+                let m = ReleaseManifest::load(&r.manifest, &p.stage_vars().unwrap()).unwrap();
+                assert!(r.push.as_deref().unwrap().starts_with("docker://"));
+                assert!(r.platforms.contains(&"qemu".to_string()));
+                m.manifest.release.to_string()
+            })
+            .collect();
+        assert_eq!(releases, ["4.12", "4.13"], "{path}");
+    }
+}
