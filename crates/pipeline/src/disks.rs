@@ -1,0 +1,144 @@
+//! The disks of one image: found in its build directory, or built.
+//!
+//! An image's disks are current when its build directory's meta.json lists
+//! every requested platform, each artifact is there with the recorded size,
+//! and they were built from the image's commit (`coreos-assembler.image-config`).
+//! A build directory belongs to one version and a version to one image, so
+//! that is "the image digest's disks exist".
+//!
+//! Must not: build disks any other way than the disk stage's own
+//! [`strata_disk::build`], nor write meta.json (the disk stage does).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use strata_disk::Artifact;
+
+use crate::{BuildOptions, ImageResult};
+
+/// The disk images of one image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DisksResult {
+    /// False when they were already there.
+    pub changed: bool,
+    pub artifacts: Vec<Artifact>,
+    /// The CoreOS stream metadata listing them.
+    pub stream_json: PathBuf,
+}
+
+/// The disks of `image` for `platforms`, built when missing.
+pub fn ensure(
+    opts: &BuildOptions,
+    image: &ImageResult,
+    platforms: &[String],
+) -> Result<DisksResult> {
+    if let Some(artifacts) = existing(&image.build_dir, &image.ostree_commit, platforms)? {
+        return Ok(DisksResult {
+            changed: false,
+            artifacts,
+            stream_json: image.build_dir.join("stream.json"),
+        });
+    }
+    let r = strata_disk::build(&strata_disk::DiskOptions::new(
+        &opts.workdir,
+        image.image.as_str(),
+        platforms.to_vec(),
+        opts.disk_worker.command(),
+    ))?;
+    if r.digest != image.digest {
+        anyhow::bail!(
+            "the disk stage built {} ({}), not {} ({})",
+            r.image,
+            r.digest,
+            image.image,
+            image.digest
+        );
+    }
+    Ok(DisksResult {
+        changed: true,
+        artifacts: r.artifacts,
+        stream_json: r.stream_json,
+    })
+}
+
+/// The artifacts of `platforms` recorded in `build_dir/meta.json` for
+/// `commit`, if every one is there.
+pub fn existing(
+    build_dir: &Path,
+    commit: &str,
+    platforms: &[String],
+) -> Result<Option<Vec<Artifact>>> {
+    let path = build_dir.join("meta.json");
+    let meta: serde_json::Value = match std::fs::read(&path) {
+        Ok(b) => {
+            serde_json::from_slice(&b).with_context(|| format!("parsing {}", path.display()))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    if meta["coreos-assembler.image-config"]["ostree-commit"].as_str() != Some(commit) {
+        return Ok(None);
+    }
+    if !build_dir.join("stream.json").exists() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for p in platforms {
+        let img = &meta["images"][p.as_str()];
+        let (Some(file), Some(size), Some(sha256), Some(format)) = (
+            img["path"].as_str(),
+            img["size"].as_u64(),
+            img["sha256"].as_str(),
+            img["format"].as_str(),
+        ) else {
+            return Ok(None);
+        };
+        let artifact = build_dir.join(file);
+        match std::fs::metadata(&artifact) {
+            Ok(m) if m.len() == size => {}
+            _ => return Ok(None),
+        }
+        out.push(Artifact {
+            platform: p.clone(),
+            format: format.to_string(),
+            path: artifact,
+            size,
+            sha256: sha256.to_string(),
+            uncompressed_sha256: img["uncompressed-sha256"].as_str().map(str::to_string),
+        });
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(dir: &Path, commit: &str) {
+        std::fs::write(dir.join("rhcos-1-qemu.x86_64.qcow2"), b"disk").unwrap();
+        std::fs::write(dir.join("stream.json"), b"{}").unwrap();
+        let m = serde_json::json!({
+            "coreos-assembler.image-config": {"ostree-commit": commit},
+            "images": {"qemu": {"path": "rhcos-1-qemu.x86_64.qcow2", "size": 4, "sha256": "ab", "format": "qcow2"}},
+        });
+        std::fs::write(dir.join("meta.json"), m.to_string()).unwrap();
+    }
+
+    #[test]
+    fn disks_exist_only_for_their_commit_and_every_platform() {
+        let d = tempfile::tempdir().unwrap();
+        let qemu = vec!["qemu".to_string()];
+        assert_eq!(existing(d.path(), "c1", &qemu).unwrap(), None);
+        meta(d.path(), "c1");
+        let found = existing(d.path(), "c1", &qemu).unwrap().unwrap();
+        assert_eq!(found[0].sha256, "ab");
+        assert_eq!(found[0].path, d.path().join("rhcos-1-qemu.x86_64.qcow2"));
+        assert_eq!(existing(d.path(), "c2", &qemu).unwrap(), None);
+        let both = vec!["qemu".to_string(), "metal".to_string()];
+        assert_eq!(existing(d.path(), "c1", &both).unwrap(), None);
+        // A truncated artifact is not a disk.
+        std::fs::write(d.path().join("rhcos-1-qemu.x86_64.qcow2"), b"di").unwrap();
+        assert_eq!(existing(d.path(), "c1", &qemu).unwrap(), None);
+    }
+}

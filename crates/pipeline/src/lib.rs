@@ -1,0 +1,449 @@
+//! `strata build`: runs a pipeline manifest — compose the base, derive every
+//! release, build the disks, push, and record the run in a `release.json`.
+//!
+//! The flow of [`build`]: load the pipeline (its variables go to every stage
+//! manifest) and check its platforms against the disk stage's table before
+//! any work. Compose the base (a no-op when its inputs are unchanged);
+//! derive all releases from the base image in one call (each release is a
+//! no-op when unchanged; the changed ones install concurrently); build the
+//! disks of each image whose build directory does not already hold them for
+//! that commit; with `push`, copy each image to its target unless the
+//! registry already has that digest; finally write the run's release.json
+//! ([`record`]), a new one only when its content differs from the latest.
+//!
+//! Modules:
+//! - [`disks`]: whether an image's disks exist; building them.
+//! - [`record`]: release.json, the record that ties a run together.
+//!
+//! What it must not do: build anything itself. Every stage is the stage
+//! crate's own entry point with the same options the single commands use,
+//! so `strata build` and `compose` + `derive` + `disk` by hand give the same
+//! images, commits and disks. The stages hand off only image references.
+
+pub mod disks;
+pub mod record;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use strata_manifest::{PipelineManifest, Vars};
+use strata_oscontainer::{ImageRef, TransportOptions};
+
+pub use disks::DisksResult;
+pub use record::ReleaseRecord;
+
+/// How to start a worker process: a program and its leading arguments; the
+/// stage appends its own (job and outcome files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worker {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+impl Worker {
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    pub fn arg(mut self, a: impl Into<OsString>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    fn derive(&self) -> strata_derive::WorkerCommand {
+        self.args
+            .iter()
+            .fold(strata_derive::WorkerCommand::new(&self.program), |w, a| {
+                w.arg(a.clone())
+            })
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args);
+        c
+    }
+}
+
+/// Something that happened, for a progress display. The library only
+/// reports; the CLI decides how to draw it (bars on a terminal, log lines
+/// otherwise).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// `compose`, `derive`, `disk`, `push` or `record`.
+    pub stage: &'static str,
+    /// What the stage works on: a stream (`ocp-4.13`) or a destination.
+    pub subject: String,
+    pub state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    Started,
+    /// Finished; `changed` false when nothing had to be done.
+    Done {
+        changed: bool,
+    },
+}
+
+/// Receives [`Event`]s.
+pub type Progress = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// What to build.
+#[non_exhaustive]
+pub struct BuildOptions {
+    pub pipeline: PathBuf,
+    pub workdir: PathBuf,
+    /// The caller's variables: over the pipeline's defaults.
+    pub vars: Vars,
+    /// Push each image that has a `push:` target.
+    pub push: bool,
+    /// For pushing (and for nothing else: a pipeline builds locally).
+    pub transport: TransportOptions,
+    /// The derive worker (`strata __derive-worker`).
+    pub derive_worker: Worker,
+    /// The disk deploy worker (`strata __disk-worker`).
+    pub disk_worker: Worker,
+    pub progress: Option<Progress>,
+}
+
+impl std::fmt::Debug for BuildOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildOptions")
+            .field("pipeline", &self.pipeline)
+            .field("workdir", &self.workdir)
+            .field("vars", &self.vars)
+            .field("push", &self.push)
+            .field("transport", &self.transport)
+            .field("derive_worker", &self.derive_worker)
+            .field("disk_worker", &self.disk_worker)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BuildOptions {
+    pub fn new(
+        pipeline: impl Into<PathBuf>,
+        workdir: impl Into<PathBuf>,
+        derive_worker: Worker,
+        disk_worker: Worker,
+    ) -> Self {
+        Self {
+            pipeline: pipeline.into(),
+            workdir: workdir.into(),
+            vars: Vars::new(),
+            push: false,
+            transport: TransportOptions::default(),
+            derive_worker,
+            disk_worker,
+            progress: None,
+        }
+    }
+    pub fn vars(mut self, vars: Vars) -> Self {
+        self.vars = vars;
+        self
+    }
+    pub fn push(mut self, push: bool) -> Self {
+        self.push = push;
+        self
+    }
+    pub fn transport(mut self, t: TransportOptions) -> Self {
+        self.transport = t;
+        self
+    }
+    pub fn progress(mut self, p: Progress) -> Self {
+        self.progress = Some(p);
+        self
+    }
+
+    fn event(&self, stage: &'static str, subject: &str, state: State) {
+        match &state {
+            State::Started => tracing::info!("{stage} {subject}"),
+            State::Done { changed: true } => tracing::info!("{stage} {subject}: done"),
+            State::Done { changed: false } => {
+                tracing::info!("{stage} {subject}: unchanged, skipped")
+            }
+        }
+        if let Some(p) = &self.progress {
+            p(&Event {
+                stage,
+                subject: subject.to_string(),
+                state,
+            });
+        }
+    }
+}
+
+/// One image of a run: built or found current.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageResult {
+    /// False when the stage found its inputs unchanged and built nothing.
+    pub changed: bool,
+    pub stream: String,
+    pub version: String,
+    /// `oci:W/oci:TAG`.
+    pub image: String,
+    pub digest: String,
+    pub ostree_commit: String,
+    /// `W/builds/<stream>/<version>`.
+    pub build_dir: PathBuf,
+    /// None when the pipeline asks for no disks of this image.
+    pub disks: Option<DisksResult>,
+    /// None without `--push` or without a `push:` target.
+    pub pushed: Option<Pushed>,
+}
+
+/// A derived image, with its release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseResult {
+    /// `4.13`.
+    pub release: String,
+    pub base_digest: String,
+    #[serde(flatten)]
+    pub image: ImageResult,
+}
+
+/// A push to a registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pushed {
+    /// `docker://HOST/NAME:TAG`.
+    pub destination: String,
+    /// `HOST/NAME@sha256:…`: what a release payload references.
+    pub pullspec: String,
+    /// False when the registry already had this digest under that name.
+    pub changed: bool,
+}
+
+/// What [`build`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuildResult {
+    /// True when any stage built, pushed or recorded something.
+    pub changed: bool,
+    /// The pipeline's name.
+    pub name: String,
+    pub base: ImageResult,
+    pub releases: Vec<ReleaseResult>,
+    /// This run's release record.
+    pub release: ReleaseRecord,
+}
+
+/// Runs the pipeline.
+pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
+    let pipeline = PipelineManifest::load(&opts.pipeline, &opts.vars)?.manifest;
+    let vars = pipeline.stage_vars()?;
+    for stage in std::iter::once(&pipeline.base).chain(&pipeline.releases) {
+        for p in &stage.platforms {
+            strata_disk::Platform::get(p)
+                .with_context(|| format!("{}: {}", opts.pipeline.display(), stage_name(stage)))?;
+        }
+    }
+
+    let name = format!("base {}", stage_name(&pipeline.base));
+    opts.event("compose", &name, State::Started);
+    let composed = strata_compose::compose(
+        &strata_compose::ComposeOptions::new(&pipeline.base.manifest, &opts.workdir)
+            .vars(vars.clone()),
+    )
+    .with_context(|| format!("composing {}", pipeline.base.manifest.display()))?;
+    opts.event(
+        "compose",
+        &composed.stream,
+        State::Done {
+            changed: composed.changed,
+        },
+    );
+    let mut base = ImageResult {
+        changed: composed.changed,
+        stream: composed.stream.clone(),
+        version: composed.version.clone(),
+        image: composed.image.clone(),
+        digest: composed.digest.clone(),
+        ostree_commit: composed.ostree_commit.clone(),
+        build_dir: composed.build_dir.clone(),
+        disks: None,
+        pushed: None,
+    };
+
+    let manifests: Vec<PathBuf> = pipeline
+        .releases
+        .iter()
+        .map(|r| r.manifest.clone())
+        .collect();
+    opts.event("derive", &releases_subject(&pipeline), State::Started);
+    let derived = strata_derive::derive(
+        &strata_derive::DeriveOptions::new(
+            &opts.workdir,
+            &composed.image,
+            manifests,
+            opts.derive_worker.derive(),
+        )
+        .vars(vars),
+    )
+    .context("deriving the releases")?;
+    if derived.len() != pipeline.releases.len() {
+        bail!(
+            "derive returned {} images for {} release manifests",
+            derived.len(),
+            pipeline.releases.len()
+        );
+    }
+    for d in &derived {
+        opts.event("derive", &d.stream, State::Done { changed: d.changed });
+    }
+    let mut releases: Vec<ReleaseResult> = derived
+        .iter()
+        .map(|d| ReleaseResult {
+            release: d.release.clone(),
+            base_digest: d.base_digest.clone(),
+            image: ImageResult {
+                changed: d.changed,
+                stream: d.stream.clone(),
+                version: d.version.clone(),
+                image: d.image.clone(),
+                digest: d.digest.clone(),
+                ostree_commit: d.ostree_commit.clone(),
+                build_dir: d.build_dir.clone(),
+                disks: None,
+                pushed: None,
+            },
+        })
+        .collect();
+
+    // Disks, then pushes: an image is pushed once everything built from it
+    // locally worked.
+    let mut todo: Vec<(&strata_manifest::Stage, &mut ImageResult)> =
+        vec![(&pipeline.base, &mut base)];
+    todo.extend(
+        pipeline
+            .releases
+            .iter()
+            .zip(releases.iter_mut().map(|r| &mut r.image)),
+    );
+    for (stage, image) in &mut todo {
+        if stage.platforms.is_empty() {
+            continue;
+        }
+        opts.event("disk", &image.stream, State::Started);
+        let d = disks::ensure(opts, image, &stage.platforms)
+            .with_context(|| format!("building the disks of {} {}", image.stream, image.version))?;
+        opts.event("disk", &image.stream, State::Done { changed: d.changed });
+        image.disks = Some(d);
+    }
+    if opts.push {
+        for (stage, image) in &mut todo {
+            let Some(dest) = &stage.push else { continue };
+            opts.event("push", dest, State::Started);
+            let p = push(image, dest, &opts.transport)?;
+            opts.event("push", dest, State::Done { changed: p.changed });
+            image.pushed = Some(p);
+        }
+    }
+
+    opts.event("record", &pipeline.name, State::Started);
+    let release = record::write(&opts.workdir, &pipeline.name, &base, &releases)?;
+    opts.event(
+        "record",
+        &release.id,
+        State::Done {
+            changed: release.changed,
+        },
+    );
+    let changed = release.changed
+        || base.changed
+        || base.disks.as_ref().is_some_and(|d| d.changed)
+        || base.pushed.as_ref().is_some_and(|p| p.changed)
+        || releases.iter().any(|r| {
+            r.image.changed
+                || r.image.disks.as_ref().is_some_and(|d| d.changed)
+                || r.image.pushed.as_ref().is_some_and(|p| p.changed)
+        });
+    Ok(BuildResult {
+        changed,
+        name: pipeline.name,
+        base,
+        releases,
+        release,
+    })
+}
+
+fn stage_name(s: &strata_manifest::Stage) -> String {
+    s.manifest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn releases_subject(p: &PipelineManifest) -> String {
+    p.releases
+        .iter()
+        .map(stage_name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Copies `image` to `dest` unless the registry already has its digest there.
+pub fn push(image: &ImageResult, dest: &str, t: &TransportOptions) -> Result<Pushed> {
+    let src = ImageRef::parse(&image.image, None)?;
+    let to = ImageRef::parse(dest, None)?;
+    let ImageRef::Docker { reference } = &to else {
+        bail!("push target {dest} is not a docker:// reference");
+    };
+    let pullspec = format!("{}@{}", repository_of(reference), image.digest);
+    let current = strata_oscontainer::inspect(&to, t)
+        .map(|i| i.manifest_digest == image.digest)
+        .unwrap_or(false);
+    if !current {
+        strata_oscontainer::push(&src, &to, t)
+            .with_context(|| format!("pushing {} to {dest}", image.image))?;
+    }
+    Ok(Pushed {
+        destination: dest.to_string(),
+        pullspec,
+        changed: !current,
+    })
+}
+
+/// `HOST/NAME:TAG` or `HOST/NAME@DIGEST` -> `HOST/NAME`.
+fn repository_of(reference: &str) -> &str {
+    if let Some((repo, _)) = reference.split_once('@') {
+        return repo;
+    }
+    match reference.rfind(':') {
+        Some(i) if !reference[i..].contains('/') => &reference[..i],
+        _ => reference,
+    }
+}
+
+/// `W/builds/…` relative to the builds directory, for records that must
+/// not depend on where the workdir is.
+pub(crate) fn relative_to_builds(workdir: &Path, path: &Path) -> String {
+    let builds = std::fs::canonicalize(workdir.join("builds")).unwrap_or(workdir.join("builds"));
+    path.strip_prefix(&builds)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repositories_of_references() {
+        assert_eq!(
+            repository_of("127.0.0.1:5000/strata/rhcos:4.13"),
+            "127.0.0.1:5000/strata/rhcos"
+        );
+        assert_eq!(repository_of("quay.io/x/rhcos"), "quay.io/x/rhcos");
+        assert_eq!(repository_of("localhost:5000/x"), "localhost:5000/x");
+        assert_eq!(repository_of("quay.io/x/y@sha256:ab"), "quay.io/x/y");
+    }
+}
