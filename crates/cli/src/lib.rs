@@ -14,11 +14,13 @@ use clap::{Parser, Subcommand};
 mod compose;
 mod demo;
 mod derive;
+mod disk;
 mod image;
 
 pub use compose::ComposeArgs;
 pub use demo::{DemoArgs, FixtureArgs};
 pub use derive::{DeriveArgs, DeriveWorkerArgs};
+pub use disk::{DiskArgs, DiskWorkerArgs};
 pub use image::{DiffArgs, ImageOptions, InspectArgs, PushArgs};
 
 /// Builds Red Hat CoreOS-style operating systems in layers.
@@ -39,6 +41,8 @@ pub enum Command {
     Compose(ComposeArgs),
     /// Derive one image per OpenShift release manifest from a base image.
     Derive(DeriveArgs),
+    /// Build bootable disk images (qcow2, raw, 4K raw) of an image.
+    Disk(DiskArgs),
     /// Show an image: labels, version, layers with sizes and components, packages.
     Inspect(InspectArgs),
     /// Compare two images: packages added, removed, changed; layers shared; download size.
@@ -48,6 +52,9 @@ pub enum Command {
     /// Internal: the worker process of `derive` (one release's install).
     #[command(name = "__derive-worker", hide = true)]
     DeriveWorker(DeriveWorkerArgs),
+    /// Internal: the worker process of `disk` (the namespaced deployment).
+    #[command(name = "__disk-worker", hide = true)]
+    DiskWorker(DiskWorkerArgs),
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: info).
@@ -76,6 +83,8 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
         Command::Demo(args) => demo::run(args),
         Command::Compose(args) => compose::run(args),
         Command::Derive(args) => derive::run(args),
+        Command::Disk(args) => disk::run(args),
+        Command::DiskWorker(args) => Ok(disk::worker_main(args)),
         Command::Inspect(args) => image::inspect(args),
         Command::Diff(args) => image::diff(args),
         Command::Push(args) => image::push(args),

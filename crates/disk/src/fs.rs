@@ -164,7 +164,12 @@ pub fn mkfs_esp(
     strata_process::require("mcopy")?;
     strata_process::run(
         Command::new("mkfs.vfat")
-            .args(["-F", "32", "-n", "EFI-SYSTEM", "-i", volid, "--invariant"])
+            // FAT32 needs 65525 clusters: 512-byte clusters on 512-byte
+            // sectors; FAT16 on 4K sectors (127 MiB is too small for FAT32).
+            .args(["-F", if sector_size == 512 { "32" } else { "16" }])
+            .args(["-s", "1", "-n", "EFI-SYSTEM"])
+            // --invariant first: it would override the volume id.
+            .args(["--invariant", "-i", volid])
             .arg("-S")
             .arg(sector_size.to_string())
             .arg(format!("--offset={}", offset / sector_size))

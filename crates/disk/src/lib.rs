@@ -544,12 +544,20 @@ fn kernel_of(repo: &ostree::Repo, commit: &str) -> Result<String> {
         .read_commit(commit, cancel)
         .with_context(|| format!("reading commit {commit}"))?;
     let modules = root.resolve_relative_path("usr/lib/modules");
-    if let Ok(children) = modules.enumerate_children(
-        "standard::name",
-        gio::FileQueryInfoFlags::NOFOLLOW_SYMLINKS,
-        cancel,
-    ) {
-        for info in children.flatten() {
+    if modules.query_exists(cancel) {
+        let children = modules
+            .enumerate_children(
+                "standard::name",
+                gio::FileQueryInfoFlags::NOFOLLOW_SYMLINKS,
+                cancel,
+            )
+            .with_context(|| format!("listing /usr/lib/modules of {commit}"))?;
+        // next_file, not the iterator: an enumerator that keeps failing
+        // would make a flattened iterator spin forever.
+        while let Some(info) = children
+            .next_file(cancel)
+            .with_context(|| format!("listing /usr/lib/modules of {commit}"))?
+        {
             let name = info.name();
             if modules.child(&name).child("vmlinuz").query_exists(cancel) {
                 return Ok(name.to_string_lossy().into_owned());

@@ -1,6 +1,36 @@
 //! The deploy worker of this crate's tests: `strata-disk-worker JOB OUTCOME`.
 //! (The CLI uses its own executable with a hidden subcommand instead.)
+//!
+//! `strata-disk-worker build WORKDIR IMAGE PLATFORM,...` runs a whole build
+//! with itself as the worker, so that tests can run one as another user.
 
-fn main() -> std::process::ExitCode {
-    strata_disk::worker_main(std::env::args_os().skip(1))
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "build") && args.len() == 4 {
+        let exe = std::env::current_exe().expect("own executable");
+        let platforms = args[3]
+            .to_string_lossy()
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        let opts = strata_disk::DiskOptions::new(
+            &args[1],
+            args[2].to_string_lossy(),
+            platforms,
+            Command::new(exe),
+        );
+        return match strata_disk::build(&opts) {
+            Ok(r) => {
+                println!("{}", serde_json::to_string(&r).expect("serialisable"));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    strata_disk::worker_main(args)
 }

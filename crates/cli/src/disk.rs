@@ -1,0 +1,126 @@
+//! `strata disk` and its hidden deploy-worker subcommand.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct DiskArgs {
+    /// Working directory: cache, ostree repo, OCI images, build history.
+    #[arg(long, default_value = "strata-work")]
+    pub workdir: PathBuf,
+    /// The image: a tag in the workdir, oci:DIR:TAG or docker://HOST/NAME:TAG.
+    #[arg(long)]
+    pub image: String,
+    /// Platforms, comma-separated: qemu, metal, metal4k.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub platform: Vec<String>,
+    /// Disk size in MiB instead of the content plus headroom.
+    #[arg(long, value_name = "MIB")]
+    pub size_mib: Option<u64>,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct DiskWorkerArgs {
+    pub job: PathBuf,
+    pub outcome: PathBuf,
+}
+
+/// How disk starts its deploy worker: this very binary, hidden subcommand.
+fn worker() -> Result<std::process::Command> {
+    let exe = std::env::current_exe().context("finding the strata executable")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("__disk-worker");
+    Ok(cmd)
+}
+
+pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
+    let opts =
+        strata_disk::DiskOptions::new(&args.workdir, &args.image, args.platform.clone(), worker()?)
+            .size(args.size_mib.map(|m| m << 20));
+    let r = strata_disk::build(&opts)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&disk_json(&r))?);
+    } else {
+        println!(
+            "disk images of {} {}{}",
+            r.image,
+            r.version,
+            r.openshift_version
+                .as_ref()
+                .map(|v| format!(" (OpenShift {v})"))
+                .unwrap_or_default()
+        );
+        for a in &r.artifacts {
+            println!(
+                "  {:<8} {:<6} {} ({} bytes)",
+                a.platform,
+                a.format,
+                a.path.display(),
+                a.size
+            );
+        }
+        println!("  stream metadata {}", r.stream_json.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn worker_main(args: DiskWorkerArgs) -> ExitCode {
+    strata_disk::worker_main([args.job.into_os_string(), args.outcome.into_os_string()])
+}
+
+fn disk_json(r: &strata_disk::DiskResult) -> serde_json::Value {
+    serde_json::json!({
+        "image": r.image,
+        "digest": r.digest,
+        "version": r.version,
+        "openshift_version": r.openshift_version,
+        "ostree_commit": r.ostree_commit,
+        "build_dir": r.build_dir,
+        "stream_json": r.stream_json,
+        "artifacts": r.artifacts.iter().map(|a| serde_json::json!({
+            "platform": a.platform,
+            "format": a.format,
+            "path": a.path,
+            "size": a.size,
+            "sha256": a.sha256,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::{Cli, Command};
+
+    #[test]
+    fn disk_args_parse() {
+        let cli = Cli::try_parse_from([
+            "strata",
+            "disk",
+            "--workdir",
+            "/w",
+            "--image",
+            "ocp-4.13",
+            "--platform",
+            "qemu,metal",
+            "--json",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.command,
+            Command::Disk(super::DiskArgs {
+                workdir: "/w".into(),
+                image: "ocp-4.13".into(),
+                platform: vec!["qemu".into(), "metal".into()],
+                size_mib: None,
+                json: true,
+            })
+        );
+    }
+}

@@ -1,0 +1,350 @@
+//! The disk stage on the demo base composed from the fixture distribution,
+//! checked with the reference tools (sfdisk --json, fsck.ext4, fsck.vfat,
+//! debugfs, mtools, coreos-stream-metadata) and booted under qemu with UEFI
+//! and with BIOS.
+
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use strata_disk::{build, DiskOptions, DiskResult};
+
+fn target() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/strata-disk-tests")
+}
+
+fn worker() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_strata-disk-worker"))
+}
+
+fn run(cmd: &mut Command) -> String {
+    strata_process::stdout(cmd).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The demo base composed into a workdir kept under target/ (compose is a
+/// no-op when its inputs are unchanged); locked across test processes.
+fn workdir() -> &'static (PathBuf, String) {
+    static W: OnceLock<(PathBuf, String)> = OnceLock::new();
+    W.get_or_init(|| {
+        let dir = target();
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+        lock.lock().unwrap();
+        let fixture = strata_testdistro::Fixture::for_tests().expect("fixture");
+        let vars = strata_manifest::Vars::from_assignments([format!(
+            "fixture={}",
+            fixture.root.display()
+        )])
+        .unwrap();
+        let manifest =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo/rhel-8.6.yaml");
+        let w = dir.join("work");
+        let r = strata_compose::compose(
+            &strata_compose::ComposeOptions::new(&manifest, &w)
+                .vars(vars)
+                .source_date_epoch(None),
+        )
+        .expect("composing the demo base");
+        let tag = r.image.rsplit(':').next().unwrap().to_string();
+        (w, tag)
+    })
+}
+
+/// qemu, metal and metal4k of the demo base, built once.
+fn built() -> &'static DiskResult {
+    static R: OnceLock<DiskResult> = OnceLock::new();
+    R.get_or_init(|| {
+        let (w, tag) = workdir();
+        let platforms = ["qemu", "metal", "metal4k"].map(String::from).to_vec();
+        let t = std::time::Instant::now();
+        let r = build(&DiskOptions::new(w, tag.as_str(), platforms, worker())).unwrap();
+        eprintln!("disk build (3 platforms): {:?}", t.elapsed());
+        r
+    })
+}
+
+fn artifact(platform: &str) -> &'static strata_disk::Artifact {
+    built()
+        .artifacts
+        .iter()
+        .find(|a| a.platform == platform)
+        .unwrap()
+}
+
+/// Copies `size` bytes at `offset` of `disk` into a file of their own.
+fn extract(disk: &Path, offset: u64, size: u64, out: &Path) {
+    let src = std::fs::File::open(disk).unwrap();
+    let dst = std::fs::File::create(out).unwrap();
+    dst.set_len(size).unwrap();
+    let mut buf = vec![0u8; 4 << 20];
+    let mut done = 0;
+    while done < size {
+        let n = buf.len().min((size - done) as usize);
+        src.read_exact_at(&mut buf[..n], offset + done).unwrap();
+        if buf[..n].iter().any(|b| *b != 0) {
+            dst.write_all_at(&buf[..n], done).unwrap();
+        }
+        done += n as u64;
+    }
+}
+
+#[test]
+fn layout_filesystems_and_metadata() {
+    let r = built();
+    let metal = artifact("metal");
+    assert_eq!(
+        metal.path.file_name().unwrap().to_str().unwrap(),
+        format!("rhcos-{}-metal.x86_64.raw", r.version)
+    );
+    assert!(artifact("qemu")
+        .path
+        .to_str()
+        .unwrap()
+        .ends_with("-qemu.x86_64.qcow2"));
+
+    let json: serde_json::Value =
+        serde_json::from_str(&run(Command::new("sfdisk").arg("--json").arg(&metal.path))).unwrap();
+    let table = &json["partitiontable"];
+    assert_eq!(table["label"], "gpt");
+    let parts = table["partitions"].as_array().unwrap();
+    let want = [
+        (
+            "BIOS-BOOT",
+            "21686148-6449-6E6F-744E-656564454649",
+            Some(2048),
+        ),
+        (
+            "EFI-SYSTEM",
+            "C12A7328-F81F-11D2-BA4B-00A0C93EC93B",
+            Some(127 * 2048),
+        ),
+        (
+            "boot",
+            "BC13C2FF-59E6-4262-A352-B275FD6F7172",
+            Some(384 * 2048),
+        ),
+        ("root", "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709", None),
+    ];
+    assert_eq!(parts.len(), 4);
+    for (p, (name, ty, size)) in parts.iter().zip(want) {
+        assert_eq!(p["name"], name);
+        assert_eq!(p["type"], ty);
+        if let Some(size) = size {
+            assert_eq!(p["size"], size, "{name}");
+        }
+    }
+    assert_eq!(parts[0]["start"], 2048);
+
+    // Each filesystem, extracted, passes its fsck.
+    let scratch = tempfile::tempdir().unwrap();
+    let part = |i: usize| {
+        let start = parts[i]["start"].as_u64().unwrap() * 512;
+        let size = parts[i]["size"].as_u64().unwrap() * 512;
+        let out = scratch.path().join(format!("p{}", i + 1));
+        extract(&metal.path, start, size, &out);
+        out
+    };
+    let (esp, boot, root) = (part(1), part(2), part(3));
+    run(Command::new("fsck.vfat").arg("-n").arg(&esp));
+    run(Command::new("fsck.ext4").arg("-fn").arg(&boot));
+    run(Command::new("fsck.ext4").arg("-fn").arg(&root));
+    let efi = run(Command::new("mdir")
+        .arg("-i")
+        .arg(&esp)
+        .arg("::/EFI/BOOT")
+        .env("MTOOLS_SKIP_CHECK", "1"));
+    assert!(efi.contains("BOOTX64  EFI"), "{efi}");
+
+    // The aleph file and the boot configuration carry the version.
+    let debugfs = |fs: &Path, req: &str| run(Command::new("debugfs").arg("-R").arg(req).arg(fs));
+    let aleph: serde_json::Value =
+        serde_json::from_str(&debugfs(&root, "cat /.coreos-aleph-version.json")).unwrap();
+    assert_eq!(aleph["version"], r.version.as_str());
+    assert_eq!(aleph["build"], r.version.as_str());
+    assert_eq!(aleph["ostree-commit"], r.ostree_commit.as_str());
+    assert_eq!(aleph["container-image"]["image-digest"], r.digest.as_str());
+    assert_eq!(aleph["openshift-version"], serde_json::Value::Null);
+    let grub = debugfs(&boot, "cat /grub2/grub.cfg");
+    assert!(
+        grub.contains(&format!(
+            "menuentry 'Red Hat Enterprise Linux {} (ostree:0)'",
+            r.version
+        )),
+        "{grub}"
+    );
+    assert!(
+        grub.contains("ignition.platform.id=metal console=tty0 console=ttyS0,115200n8\n"),
+        "{grub}"
+    );
+    let entries = debugfs(&boot, "ls -p /loader.1/entries");
+    assert!(entries.contains("ostree-1-rhcos.conf"), "{entries}");
+    let entry = debugfs(&boot, "cat /loader.1/entries/ostree-1-rhcos.conf");
+    assert!(
+        entry.starts_with(&format!(
+            "title Red Hat Enterprise Linux {} (ostree:0)\n",
+            r.version
+        )),
+        "{entry}"
+    );
+    assert!(entry.contains(" rw $ignition_firstboot "), "{entry}");
+    let platforms: serde_json::Value =
+        serde_json::from_str(&debugfs(&boot, "cat /coreos/platforms.json")).unwrap();
+    assert_eq!(platforms["metal"]["version"], r.version.as_str());
+
+    // metal4k: a GPT at 4096 bytes, the root filesystem where 4K sectors put it.
+    let k4 = std::fs::File::open(&artifact("metal4k").path).unwrap();
+    let mut sig = [0u8; 8];
+    k4.read_exact_at(&mut sig, 4096).unwrap();
+    assert_eq!(&sig, b"EFI PART");
+
+    // Metadata: meta.json images, stream metadata that the format's parser reads.
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["images"]["metal"]["sha256"], metal.sha256.as_str());
+    assert_eq!(meta["images"]["qemu"]["size"], artifact("qemu").size);
+    let stream: coreos_stream_metadata::Stream =
+        serde_json::from_slice(&std::fs::read(&r.stream_json).unwrap()).unwrap();
+    let x86 = &stream.architectures["x86_64"];
+    let qcow = &x86.artifacts["qemu"].formats["qcow2"]["disk"];
+    assert_eq!(qcow.sha256, artifact("qemu").sha256);
+    assert_eq!(
+        x86.artifacts["metal"].formats["4k.raw"]["disk"].sha256,
+        artifact("metal4k").sha256
+    );
+}
+
+fn boot(firmware: strata_testdistro::boot::Firmware, platform: &str) {
+    let a = artifact(platform);
+    let mut spec = strata_testdistro::boot::BootSpec::new(firmware, &a.path);
+    spec.disk_format = a.format.clone();
+    spec.timeout = std::time::Duration::from_secs(240);
+    let res = strata_testdistro::boot::boot(&spec).unwrap();
+    eprintln!("{platform}: {} in {:?}", res.marker, res.elapsed);
+    // The base keeps RHEL's own os-release VERSION; no OpenShift version.
+    assert!(res.marker.ends_with(" openshift=none"), "{}", res.marker);
+    assert!(
+        res.marker.starts_with("STRATA-BOOT-OK version=8.6"),
+        "{}",
+        res.marker
+    );
+}
+
+#[test]
+fn qemu_image_boots_with_uefi() {
+    boot(strata_testdistro::boot::Firmware::Uefi, "qemu");
+}
+
+#[test]
+fn metal_image_boots_with_bios() {
+    boot(strata_testdistro::boot::Firmware::Bios, "metal");
+}
+
+/// A second build, as another (unprivileged) user in a workdir of its own
+/// that imports the image: byte-identical raw disk.
+#[test]
+fn non_root_rebuild_is_byte_identical() {
+    let first = artifact("metal").sha256.clone();
+    let (w, tag) = workdir();
+    let w2 = target().join("work-nobody");
+    if w2.exists() {
+        let _ = strata_disk::fs::make_removable(&w2);
+        std::fs::remove_dir_all(&w2).unwrap();
+    }
+    std::fs::create_dir_all(&w2).unwrap();
+    run(Command::new("chown").arg("65534:65534").arg(&w2));
+    // The same reference string as the first build's (it is in the aleph
+    // file and the origin), through another workdir.
+    let image = format!(
+        "oci:{}:{tag}",
+        w.canonicalize().unwrap().join("oci").display()
+    );
+    let out = run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_strata-disk-worker"))
+        .arg("build")
+        .arg(&w2)
+        .arg(&image)
+        .arg("metal")
+        .env("HOME", &w2));
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let a = &r["artifacts"][0];
+    let owner = std::os::unix::fs::MetadataExt::uid(
+        &std::fs::metadata(a["path"].as_str().unwrap()).unwrap(),
+    );
+    assert_eq!(owner, 65534);
+    assert_eq!(a["sha256"], first.as_str(), "same commit, same bytes");
+    assert_eq!(r["ostree_commit"], built().ostree_commit.as_str());
+}
+
+/// Bad input fails with a clear error and leaves neither artifacts nor
+/// staging behind.
+#[test]
+fn bad_input_leaves_nothing() {
+    let (w, tag) = workdir();
+    built();
+    let listing = |dir: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let build_dir = built().build_dir.clone();
+    let before = listing(&build_dir);
+
+    let err = build(&DiskOptions::new(
+        w,
+        tag.as_str(),
+        vec!["aws".into()],
+        worker(),
+    ))
+    .unwrap_err();
+    assert!(
+        format!("{err:#}").contains("unknown platform \"aws\""),
+        "{err:#}"
+    );
+
+    let err = build(
+        &DiskOptions::new(w, tag.as_str(), vec!["metal".into()], worker()).size(Some(600 << 20)),
+    )
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("too small"), "{err:#}");
+    assert_eq!(listing(&w.join("tmp")), Vec::<String>::new());
+    assert_eq!(listing(&build_dir), before);
+
+    // An image whose commit has no kernel.
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tree.path().join("usr/lib")).unwrap();
+    std::fs::write(
+        tree.path().join("usr/lib/os-release"),
+        "NAME=x\nID=x\nPRETTY_NAME=x\n",
+    )
+    .unwrap();
+    let repo = w.join("repo");
+    let commit = run(Command::new("ostree")
+        .arg(format!("--repo={}", repo.display()))
+        .args(["commit", "--orphan", "--owner-uid=0", "--owner-gid=0"])
+        .arg(format!("--tree=dir={}", tree.path().display())))
+    .trim()
+    .to_string();
+    let mut eopts = strata_oscontainer::EncapsulateOptions::default();
+    eopts.labels.insert(
+        "org.opencontainers.image.version".into(),
+        "0.0.1-nokernel".into(),
+    );
+    strata_oscontainer::encapsulate(&repo, &commit, &w.join("oci"), "no-kernel", &eopts).unwrap();
+    let err = build(&DiskOptions::new(
+        w,
+        "no-kernel",
+        vec!["metal".into()],
+        worker(),
+    ))
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("has no kernel"), "{err:#}");
+    assert_eq!(listing(&w.join("tmp")), Vec::<String>::new());
+    assert!(!w.join("builds/disk/0.0.1-nokernel").exists());
+}
