@@ -16,6 +16,7 @@
 //! The input policy, accounts, sandbox and ostree conventions come from
 //! `strata-rootfs`, shared with derive.
 
+mod chunks;
 mod commit;
 mod lockfile;
 
@@ -31,6 +32,7 @@ use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
 use strata_manifest::{BaseManifest, UtcDateTime, Vars};
 use strata_workdir::{BuildEntry, Workdir};
 
+pub use chunks::{content_map, ChangeHistory, KERNEL_IMAGE};
 pub use lockfile::{LockedPackage, Lockfile, FILE_NAME as LOCKFILE_NAME};
 pub use passwd::Accounts;
 pub use policy::{OnlyInDisallowedRepo, PolicyError, Rule, Violation};
@@ -310,7 +312,12 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     ]
     .into();
     enc.source_date_epoch = Some(sde);
-    enc.content = Some(content_map(&root.join("usr/share/rpm"), &kernel.kver)?);
+    let history = ChangeHistory::load(&opts.workdir, &stream)?;
+    enc.content = Some(content_map(
+        &root.join("usr/share/rpm"),
+        &kernel.kver,
+        &history,
+    )?);
     enc.prior = prior_map;
     let image = strata_oscontainer::encapsulate(&wd.repo(), &checksum, &wd.oci(), &tag, &enc)
         .context("encapsulating the commit into the base image")?;
@@ -374,30 +381,6 @@ const LAYER_MAP: &str = "layer-map.json";
 
 fn image_ref(wd: &Workdir, tag: &str) -> String {
     format!("oci:{}:{tag}", wd.oci().display())
-}
-
-/// Which package owns each file of the commit, for chunking: packages are
-/// the components, the kernel and initramfs one of their own.
-fn content_map(rpmdb: &Path, kver: &str) -> Result<strata_oscontainer::ContentMap> {
-    // The committed tree is still in staging: read its rpmdb in place.
-    let out = strata_process::stdout(
-        std::process::Command::new("rpm")
-            .arg("--dbpath")
-            .arg(rpmdb)
-            .args(["-qa", "--qf", "[%{=NAME}\\t%{FILENAMES}\\n]"]),
-    )?;
-    let mut map = strata_oscontainer::ContentMap::new();
-    for line in out.lines() {
-        if let Some((name, path)) = line.split_once('\t') {
-            map.assign(path, name);
-        }
-    }
-    const KERNEL_IMAGE: &str = "kernel-image";
-    map.add_component(KERNEL_IMAGE, 10);
-    for f in ["vmlinuz", "initramfs.img"] {
-        map.assign(&format!("/usr/lib/modules/{kver}/{f}"), KERNEL_IMAGE);
-    }
-    Ok(map)
 }
 
 fn pretty<T: Serialize>(v: &T) -> Vec<u8> {

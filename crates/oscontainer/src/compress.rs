@@ -4,7 +4,9 @@
 //! picks its deflate backend (C zlib, zlib-rs, miniz) from the Cargo features
 //! of whatever else is in the build, so the same strata source would write
 //! different layer bytes depending on which crates were compiled alongside it.
-//! The gzip header is fixed: mtime 0, no file name, OS "unknown". zstd uses the
+//! The gzip header is fixed: mtime 0, no file name, OS "unknown"; the deflate
+//! stream is made of independent 1 MiB blocks compressed in parallel
+//! ([`GzipWriter`]), cut at fixed offsets. zstd uses the
 //! vendored libzstd of `zstd-sys` single-threaded, which is deterministic for a
 //! given level and version. Nothing here may read the clock or the
 //! environment.
@@ -12,7 +14,7 @@
 use std::io::{self, Write};
 
 use miniz_oxide::deflate::core::{
-    compress, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
+    compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
 };
 use oci_spec::image::MediaType;
 
@@ -113,55 +115,79 @@ impl<'a> ocidir::WriteComplete<ocidir::BlobWriter<'a>> for Encoder<ocidir::BlobW
     }
 }
 
-/// A gzip member with a fixed header around a raw deflate stream.
+/// A gzip member with a fixed header around a raw deflate stream, deflated
+/// in parallel.
+///
+/// The input is cut into blocks of [`BLOCK`] bytes at fixed offsets; each
+/// block is deflated by a fresh compressor (so it refers to no earlier data)
+/// and ends with a sync flush, which byte-aligns it without ending the
+/// stream; the last one ends the stream. Concatenated, the blocks are one
+/// valid deflate stream (what pigz writes with `--independent`). Blocks are
+/// deflated [`BATCH`] at a time on the rayon pool, written in order. The
+/// bytes depend only on the input and [`BLOCK`], never on the number of
+/// threads or on how the caller splits its writes; the cost is a slightly
+/// worse ratio than one long stream (each block starts with an empty
+/// window).
 pub(crate) struct GzipWriter<W: Write> {
     inner: W,
-    deflate: Box<CompressorOxide>,
+    flags: u32,
     crc: crc32fast::Hasher,
     len: u64,
-    out: Vec<u8>,
+    /// Full blocks waiting to be deflated.
+    full: Vec<Vec<u8>>,
+    /// The block being filled.
+    current: Vec<u8>,
 }
 
 /// gzip header: magic, deflate, no flags, mtime 0, no extra flags, OS unknown.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+/// Bytes of input per independently deflated block. Changing it changes
+/// every gzip layer's bytes.
+const BLOCK: usize = 1 << 20;
+/// Blocks deflated at once (memory: about twice this many blocks).
+const BATCH: usize = 8;
 
 impl<W: Write> GzipWriter<W> {
     pub(crate) fn new(mut inner: W) -> io::Result<Self> {
         inner.write_all(&GZIP_HEADER)?;
-        let flags = create_comp_flags_from_zip_params(GZIP_LEVEL, -15, 0);
         Ok(Self {
             inner,
-            deflate: Box::new(CompressorOxide::new(flags)),
+            flags: create_comp_flags_from_zip_params(GZIP_LEVEL, -15, 0),
             crc: crc32fast::Hasher::new(),
             len: 0,
-            out: vec![0; 128 * 1024],
+            full: Vec::new(),
+            current: Vec::with_capacity(BLOCK),
         })
     }
 
-    fn run(&mut self, mut input: &[u8], flush: TDEFLFlush) -> io::Result<()> {
-        loop {
-            let (status, consumed, produced) =
-                compress(&mut self.deflate, input, &mut self.out, flush);
-            self.inner.write_all(&self.out[..produced])?;
-            input = &input[consumed..];
-            match status {
-                TDEFLStatus::Done => return Ok(()),
-                TDEFLStatus::Okay => {
-                    // Keep going while there is input left or the output
-                    // buffer was filled (more may be pending).
-                    if input.is_empty() && produced < self.out.len() && flush == TDEFLFlush::None {
-                        return Ok(());
-                    }
-                }
-                TDEFLStatus::BadParam | TDEFLStatus::PutBufFailed => {
-                    return Err(io::Error::other(format!("deflate failed: {status:?}")));
-                }
-            }
+    /// Deflates `blocks` in parallel, the last with `last_flush`, and
+    /// writes them in order.
+    fn deflate(&mut self, blocks: &[Vec<u8>], last_flush: TDEFLFlush) -> io::Result<()> {
+        use rayon::prelude::*;
+        let flags = self.flags;
+        let n = blocks.len();
+        let out: Vec<io::Result<Vec<u8>>> = blocks
+            .par_iter()
+            .enumerate()
+            .map(|(i, block)| {
+                let flush = if i + 1 == n {
+                    last_flush
+                } else {
+                    TDEFLFlush::Sync
+                };
+                deflate_block(flags, block, flush)
+            })
+            .collect();
+        for o in out {
+            self.inner.write_all(&o?)?;
         }
+        Ok(())
     }
 
     pub(crate) fn finish(mut self) -> io::Result<W> {
-        self.run(&[], TDEFLFlush::Finish)?;
+        let mut blocks = std::mem::take(&mut self.full);
+        blocks.push(std::mem::take(&mut self.current));
+        self.deflate(&blocks, TDEFLFlush::Finish)?;
         let crc = self.crc.clone().finalize();
         self.inner.write_all(&crc.to_le_bytes())?;
         // ISIZE is the input length modulo 2^32.
@@ -171,12 +197,43 @@ impl<W: Write> GzipWriter<W> {
     }
 }
 
+/// One block as raw deflate data, ended by `flush` (`Sync`: byte-aligned,
+/// stream continues; `Finish`: stream ends).
+fn deflate_block(flags: u32, block: &[u8], flush: TDEFLFlush) -> io::Result<Vec<u8>> {
+    let mut d = Box::new(CompressorOxide::new(flags));
+    let mut out = Vec::with_capacity(block.len() / 2 + 64);
+    let (status, consumed) = compress_to_output(&mut d, block, flush, |chunk| {
+        out.extend_from_slice(chunk);
+        true
+    });
+    match status {
+        TDEFLStatus::Okay | TDEFLStatus::Done if consumed == block.len() => Ok(out),
+        _ => Err(io::Error::other(format!(
+            "deflate failed: {status:?} after {consumed} of {} bytes",
+            block.len()
+        ))),
+    }
+}
+
 impl<W: Write> Write for GzipWriter<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+    fn write(&mut self, mut buf: &[u8]) -> io::Result<usize> {
+        let n = buf.len();
         self.crc.update(buf);
-        self.len += buf.len() as u64;
-        self.run(buf, TDEFLFlush::None)?;
-        Ok(buf.len())
+        self.len += n as u64;
+        while !buf.is_empty() {
+            let take = (BLOCK - self.current.len()).min(buf.len());
+            self.current.extend_from_slice(&buf[..take]);
+            buf = &buf[take..];
+            if self.current.len() == BLOCK {
+                let block = std::mem::replace(&mut self.current, Vec::with_capacity(BLOCK));
+                self.full.push(block);
+                if self.full.len() == BATCH {
+                    let blocks = std::mem::take(&mut self.full);
+                    self.deflate(&blocks, TDEFLFlush::Sync)?;
+                }
+            }
+        }
+        Ok(n)
     }
     fn flush(&mut self) -> io::Result<()> {
         self.inner.flush()
@@ -212,6 +269,34 @@ mod tests {
         assert!(a.len() < data.len() / 4);
         let mut back = Vec::new();
         flate2::read::GzDecoder::new(&a[..])
+            .read_to_end(&mut back)
+            .unwrap();
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn gzip_bytes_do_not_depend_on_threads_or_batches() {
+        // More than one batch of blocks, and a last block exactly full.
+        let data: Vec<u8> = sample()
+            .into_iter()
+            .cycle()
+            .take(BLOCK * (BATCH + 2))
+            .collect();
+        let encode = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut w = GzipWriter::new(Vec::new()).unwrap();
+                w.write_all(&data).unwrap();
+                w.finish().unwrap()
+            })
+        };
+        let one = encode(1);
+        assert_eq!(one, encode(3));
+        let mut back = Vec::new();
+        flate2::read::GzDecoder::new(&one[..])
             .read_to_end(&mut back)
             .unwrap();
         assert_eq!(back, data);

@@ -78,11 +78,14 @@ const REPO_CONFIG: &str = "[core]\nrepo_version=1\nmode=bare-split-xattrs\n";
 ///
 /// Paths are as the caller knows them: `/usr/bin/bash`, `usr/bin/bash`, and
 /// `/etc/...` (which the commit stores as `usr/etc/...`) all work. Content no
-/// path maps belongs to [`UNPACKAGED`].
+/// path maps belongs to [`UNPACKAGED`], and so does a file whose size differs
+/// from the size its component declared for it ([`ContentMap::assign_sized`]):
+/// content changed after installation (a rewritten config, os-release) would
+/// otherwise make its component's layer change with every build.
 #[derive(Debug, Clone, Default)]
 pub struct ContentMap {
     frequencies: BTreeMap<String, u32>,
-    paths: BTreeMap<String, String>,
+    paths: BTreeMap<String, (String, Option<u64>)>,
 }
 
 impl ContentMap {
@@ -98,15 +101,33 @@ impl ContentMap {
 
     /// Says that the file at `path` belongs to `component`.
     pub fn assign(&mut self, path: &str, component: &str) {
-        self.paths.insert(commit_path(path), component.to_string());
+        self.insert(path, component, None);
+    }
+
+    /// Says that the file at `path` belongs to `component` as long as it has
+    /// `size` bytes (a symlink: the length of its target); otherwise it is
+    /// [`UNPACKAGED`].
+    pub fn assign_sized(&mut self, path: &str, component: &str, size: u64) {
+        self.insert(path, component, Some(size));
+    }
+
+    fn insert(&mut self, path: &str, component: &str, size: Option<u64>) {
+        self.paths
+            .insert(commit_path(path), (component.to_string(), size));
         self.frequencies.entry(component.to_string()).or_insert(0);
     }
 
-    fn owner(&self, path: &str) -> Option<&str> {
-        self.paths.get(path).map(String::as_str)
+    /// The component owning `path` when the object there has `size` bytes.
+    fn owner(&self, path: &str, size: u64) -> Option<&str> {
+        match self.paths.get(path) {
+            Some((c, expected)) if expected.is_none_or(|e| e == size) => Some(c),
+            _ => None,
+        }
     }
 
-    fn frequency(&self, component: &str) -> u32 {
+    /// The change frequency of `component` as the chunker sees it (the
+    /// unassigned content's is the highest).
+    pub fn change_frequency(&self, component: &str) -> u32 {
         match self.frequencies.get(component) {
             Some(f) => *f,
             // Unassigned content (rpmdb, generated files) changes every build.
@@ -114,6 +135,23 @@ impl ContentMap {
             None => 0,
         }
     }
+}
+
+/// For each content object of commit `rev` in the repository at `repo`,
+/// the component that owns it according to `content` (checksum ->
+/// component): what [`encapsulate`] chunks by, for tools that need the same
+/// assignment (e.g. to compare with another encapsulator).
+pub fn object_components(
+    repo: &Path,
+    rev: &str,
+    content: &ContentMap,
+) -> Result<BTreeMap<String, String>> {
+    let r = commit::open_repo(repo)?;
+    let tree = commit::read_commit(&r, rev)?;
+    Ok(assign_objects(&tree, content)
+        .into_iter()
+        .map(|(csum, owner)| (csum.to_string(), owner))
+        .collect())
 }
 
 /// A path as the commit stores it: relative, `/etc` under `usr/etc`.
@@ -230,7 +268,7 @@ pub fn encapsulate(
         .map(|(name, size)| Component {
             name: name.to_string(),
             size: *size,
-            change_frequency: content.frequency(name),
+            change_frequency: content.change_frequency(name),
         })
         .collect();
     let layer_map = LayerMap::plan(&components, max_layers, opts.prior.as_ref())?;
@@ -335,7 +373,7 @@ fn assign_objects<'t>(tree: &'t CommitTree, content: &ContentMap) -> BTreeMap<&'
             let owner = obj
                 .paths
                 .iter()
-                .find_map(|p| content.owner(p))
+                .find_map(|p| content.owner(p, obj.size()))
                 .unwrap_or(UNPACKAGED);
             (csum.as_str(), owner.to_string())
         })

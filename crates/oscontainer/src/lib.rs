@@ -41,7 +41,9 @@ pub mod transport;
 pub use chunking::{Component, LayerMap};
 pub use compress::Compression;
 pub use derived::{append_layers, DeriveOptions, Derived, DerivedLayer};
-pub use encapsulate::{encapsulate, ContentMap, EncapsulateOptions, Encapsulated, LayerInfo};
+pub use encapsulate::{
+    encapsulate, object_components, ContentMap, EncapsulateOptions, Encapsulated, LayerInfo,
+};
 pub use error::{Error, Result};
 pub use import::{import, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
