@@ -396,6 +396,11 @@ fn write_disk(raw: &Path, lay: &layout::Layout, src: &Sources) -> Result<()> {
         src.esp,
         src.epoch,
     )?;
+    // Reading a file moves its atime (relatime: when older than a day),
+    // and mkfs.ext4 -d copies atimes: clamp again right before each copy,
+    // so an earlier platform's mkfs leaves no trace in the next one.
+    fs::clamp_times(src.boot, src.epoch)?;
+    fs::clamp_times(src.root, src.epoch)?;
     fs::mkfs_ext4(&fs::Ext4 {
         disk: raw,
         offset: lay.boot().start,
