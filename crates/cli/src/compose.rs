@@ -18,6 +18,12 @@ pub struct ComposeArgs {
     /// Set a manifest variable: `${KEY}` in the manifest becomes VALUE.
     #[arg(long = "var", value_name = "KEY=VALUE")]
     pub vars: Vec<String>,
+    /// Push the base image to docker://HOST/NAME:TAG (skipped when the
+    /// registry already has its digest there).
+    #[arg(long, value_name = "DEST")]
+    pub push: Option<String>,
+    #[command(flatten)]
+    pub registry: crate::transport::RegistryArgs,
     /// Print one JSON object with the result on stdout.
     #[arg(long)]
     pub json: bool,
@@ -29,9 +35,22 @@ pub(crate) fn run(args: ComposeArgs) -> Result<ExitCode> {
         .vars(vars)
         .lockfile(args.lockfile.clone());
     let result = strata_compose::compose(&opts)?;
+    let pushed = match &args.push {
+        Some(dest) => Some(strata_pipeline::push(
+            &result.image,
+            &result.digest,
+            dest,
+            &args.registry.transport(),
+        )?),
+        None => None,
+    };
     if args.json {
-        println!("{}", serde_json::to_string(&compose_json(&result))?);
-    } else if result.changed {
+        let mut v = compose_json(&result);
+        v["pushed"] = serde_json::to_value(&pushed)?;
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if result.changed {
         println!(
             "composed {} {} ({} packages)",
             result.stream, result.version, result.packages
@@ -46,6 +65,9 @@ pub(crate) fn run(args: ComposeArgs) -> Result<ExitCode> {
             "{} {} is current: inputs unchanged, nothing rebuilt",
             result.stream, result.version
         );
+    }
+    if let Some(p) = &pushed {
+        println!("  pushed {} ({})", p.pullspec, p.destination);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -10,6 +10,9 @@ pub struct DemoArgs {
     /// Working directory: fixture, repositories, images, builds.
     #[arg(long, default_value = "strata-work")]
     pub workdir: PathBuf,
+    /// Print one JSON object (the build's, plus the fixture and layer bytes).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args, PartialEq, Eq)]
@@ -52,6 +55,10 @@ pub(crate) fn fixture(args: FixtureArgs) -> Result<ExitCode> {
 /// The demo manifests, embedded so that `strata demo` runs from anywhere.
 const DEMO_MANIFESTS: &[(&str, &str)] = &[
     (
+        "pipeline.yaml",
+        include_str!("../../../manifests/demo/pipeline.yaml"),
+    ),
+    (
         "rhel-8.6.yaml",
         include_str!("../../../manifests/demo/rhel-8.6.yaml"),
     ),
@@ -81,69 +88,101 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
         std::fs::write(manifests.join(name), text)
             .with_context(|| format!("writing {}", manifests.join(name).display()))?;
     }
-    let vars =
-        strata_manifest::Vars::from_assignments([format!("fixture={}", fixture.root.display())])?;
-    let base = strata_compose::compose(
-        &strata_compose::ComposeOptions::new(manifests.join("rhel-8.6.yaml"), &args.workdir)
-            .vars(vars.clone()),
+    let pipeline = manifests.join("pipeline.yaml");
+    let mut opts = crate::build::options(
+        &pipeline,
+        &args.workdir,
+        &[format!("fixture={}", fixture.root.display())],
     )?;
-    let releases = strata_derive::derive(
-        &strata_derive::DeriveOptions::new(
-            &args.workdir,
-            &base.image,
-            vec![
-                manifests.join("ocp-4.12.yaml"),
-                manifests.join("ocp-4.13.yaml"),
-            ],
-            crate::derive::worker()?,
-        )
-        .vars(vars),
-    )?;
+    let spinner = crate::progress::Spinner::on_terminal();
+    if let Some(s) = &spinner {
+        opts = opts.progress(s.progress());
+    }
+    let result = strata_pipeline::build(&opts)?;
+    drop(spinner);
+    let bytes = layer_bytes(&result)?;
 
+    if args.json {
+        let mut v = crate::build::build_json(&result);
+        v["fixture"] = serde_json::json!(fixture.root);
+        v["pipeline"] = serde_json::json!(pipeline);
+        v["shared_bytes"] = serde_json::json!(bytes.shared);
+        v["release_bytes"] = serde_json::json!(bytes.per_release);
+        println!("{}", serde_json::to_string(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let count: usize = fixture.info.repos.iter().map(|r| r.packages.len()).sum();
+    let size = crate::image::size;
     println!("strata demo: {}", args.workdir.display());
     println!(
-        "  fixture distribution  {} ({} repos, {count} packages)",
+        "  fixture distribution   {} ({} repos, {count} packages)",
         fixture.root.display(),
         fixture.info.repos.len()
     );
+    println!("  pipeline               {}", pipeline.display());
+    print!("{}", crate::build::summary(&result));
+    println!("  image bytes (compressed layers, one blob store)");
     println!(
-        "  base image            {} {}{}",
-        base.stream,
-        base.version,
-        if base.changed {
-            ""
-        } else {
-            " (unchanged, not rebuilt)"
-        }
+        "    shared base layers   {} ({})",
+        size(bytes.shared),
+        result.base.stream
     );
-    println!("    image               {}", base.image);
-    println!("    digest              {}", base.digest);
-    println!("    ostree commit       {}", base.ostree_commit);
-    println!(
-        "    packages            {} (lockfile {})",
-        base.packages,
-        base.lockfile.display()
-    );
-    for r in &releases {
+    for (release, b) in &bytes.per_release {
         println!(
-            "  OpenShift {:<13} {}{}",
-            r.release,
-            r.version,
-            if r.changed {
-                ""
-            } else {
-                " (unchanged, not rebuilt)"
-            }
+            "    OpenShift {release:<10} {} of its own, on top of the shared base",
+            size(*b)
         );
-        println!("    image               {}", r.image);
-        println!("    digest              {}", r.digest);
-        println!(
-            "    ostree commit       {} (parent: the base commit)",
-            r.ostree_commit
-        );
-        println!("    release packages    {}", r.packages.len());
     }
-    println!("  disk images land with their issue");
+    let w = &args.workdir;
+    println!("  where everything is");
+    println!("    images (OCI layout)  {}", w.join("oci").display());
+    println!("    ostree repository    {}", w.join("repo").display());
+    println!(
+        "    build history        {}",
+        w.join("builds/builds.json").display()
+    );
+    println!("    release record       {}", result.release.path.display());
+    println!(
+        "  try: strata inspect --workdir {} {}",
+        w.display(),
+        result
+            .releases
+            .last()
+            .map(|r| r.image.image.as_str())
+            .unwrap_or(result.base.image.as_str())
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+struct LayerBytes {
+    shared: u64,
+    per_release: Vec<(String, u64)>,
+}
+
+/// The base image's layer bytes, and per release the bytes of the layers
+/// that are not the base's: what each release adds to the blob store.
+fn layer_bytes(r: &strata_pipeline::BuildResult) -> Result<LayerBytes> {
+    let t = strata_oscontainer::TransportOptions::default();
+    let info = |image: &str| -> Result<strata_oscontainer::ImageInfo> {
+        let re = strata_oscontainer::ImageRef::parse(image, None)?;
+        strata_oscontainer::inspect(&re, &t).with_context(|| format!("inspecting {image}"))
+    };
+    let base = info(&r.base.image)?;
+    let ours: std::collections::BTreeSet<&str> =
+        base.layers.iter().map(|l| l.digest.as_str()).collect();
+    let mut per_release = Vec::new();
+    for rel in &r.releases {
+        let i = info(&rel.image.image)?;
+        let own = i
+            .layers
+            .iter()
+            .filter(|l| !ours.contains(l.digest.as_str()))
+            .map(|l| l.size)
+            .sum();
+        per_release.push((rel.release.clone(), own));
+    }
+    Ok(LayerBytes {
+        shared: base.total_size,
+        per_release,
+    })
 }

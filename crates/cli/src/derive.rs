@@ -23,6 +23,13 @@ pub struct DeriveArgs {
     /// Set a manifest variable: `${KEY}` in the manifest becomes VALUE.
     #[arg(long = "var", value_name = "KEY=VALUE")]
     pub vars: Vec<String>,
+    /// Push each derived image to docker://HOST/NAME:TAG; `{release}` in
+    /// DEST becomes the OpenShift release (required with several manifests).
+    #[arg(long, value_name = "DEST")]
+    pub push: Option<String>,
+    /// For a docker:// base and for --push.
+    #[command(flatten)]
+    pub registry: crate::transport::RegistryArgs,
     /// Print one JSON object with the result on stdout.
     #[arg(long)]
     pub json: bool,
@@ -41,6 +48,14 @@ pub(crate) fn worker() -> Result<strata_derive::WorkerCommand> {
 }
 
 pub(crate) fn run(args: DeriveArgs) -> Result<ExitCode> {
+    if let Some(dest) = &args.push {
+        if args.manifests.len() > 1 && !dest.contains("{release}") {
+            anyhow::bail!(
+                "--push {dest}: with {} release manifests, DEST needs `{{release}}` (e.g. docker://HOST/rhcos:{{release}})",
+                args.manifests.len()
+            );
+        }
+    }
     let vars = strata_manifest::Vars::from_assignments(args.vars.iter().map(String::as_str))?;
     let opts = strata_derive::DeriveOptions::new(
         &args.workdir,
@@ -49,10 +64,26 @@ pub(crate) fn run(args: DeriveArgs) -> Result<ExitCode> {
         worker()?,
     )
     .vars(vars)
-    .overrides(args.override_rpms.clone());
+    .overrides(args.override_rpms.clone())
+    .transport(args.registry.transport());
     let results = strata_derive::derive(&opts)?;
+    let mut pushed = Vec::new();
+    for r in &results {
+        pushed.push(match &args.push {
+            Some(dest) => Some(strata_pipeline::push(
+                &r.image,
+                &r.digest,
+                &dest.replace("{release}", &r.release),
+                &args.registry.transport(),
+            )?),
+            None => None,
+        });
+    }
     if args.json {
-        let releases: Vec<serde_json::Value> = results.iter().map(derive_json).collect();
+        let mut releases: Vec<serde_json::Value> = results.iter().map(derive_json).collect();
+        for (v, p) in releases.iter_mut().zip(&pushed) {
+            v["pushed"] = serde_json::to_value(p)?;
+        }
         let mut out = match releases.as_slice() {
             [one] => one.clone(),
             _ => serde_json::json!({}),
@@ -78,6 +109,9 @@ pub(crate) fn run(args: DeriveArgs) -> Result<ExitCode> {
                     r.release, r.version
                 );
             }
+        }
+        for p in pushed.iter().flatten() {
+            println!("  pushed {} ({})", p.pullspec, p.destination);
         }
     }
     Ok(ExitCode::SUCCESS)

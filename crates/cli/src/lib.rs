@@ -11,17 +11,24 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod build;
 mod compose;
 mod demo;
 mod derive;
 mod disk;
 mod image;
+mod progress;
+mod transport;
 
+pub mod docs;
+
+pub use build::BuildArgs;
 pub use compose::ComposeArgs;
 pub use demo::{DemoArgs, FixtureArgs};
 pub use derive::{DeriveArgs, DeriveWorkerArgs};
 pub use disk::{DiskArgs, DiskWorkerArgs};
 pub use image::{DiffArgs, ImageOptions, InspectArgs, PushArgs};
+pub use transport::RegistryArgs;
 
 /// Builds Red Hat CoreOS-style operating systems in layers.
 #[derive(Debug, Parser, PartialEq, Eq)]
@@ -41,6 +48,8 @@ pub enum Command {
     Compose(ComposeArgs),
     /// Derive one image per OpenShift release manifest from a base image.
     Derive(DeriveArgs),
+    /// Run a pipeline: compose, derive every release, disks, push, release.json.
+    Build(BuildArgs),
     /// Build bootable disk images (qcow2, raw, 4K raw) of an image.
     Disk(DiskArgs),
     /// Show an image: labels, version, layers with sizes and components, packages.
@@ -83,6 +92,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
         Command::Demo(args) => demo::run(args),
         Command::Compose(args) => compose::run(args),
         Command::Derive(args) => derive::run(args),
+        Command::Build(args) => build::run(args),
         Command::Disk(args) => disk::run(args),
         Command::DiskWorker(args) => Ok(disk::worker_main(args)),
         Command::Inspect(args) => image::inspect(args),

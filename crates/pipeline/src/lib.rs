@@ -341,7 +341,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         for (stage, image) in &mut todo {
             let Some(dest) = &stage.push else { continue };
             opts.event("push", dest, State::Started);
-            let p = push(image, dest, &opts.transport)?;
+            let p = push(&image.image, &image.digest, dest, &opts.transport)?;
             opts.event("push", dest, State::Done { changed: p.changed });
             image.pushed = Some(p);
         }
@@ -389,20 +389,21 @@ fn releases_subject(p: &PipelineManifest) -> String {
         .join(", ")
 }
 
-/// Copies `image` to `dest` unless the registry already has its digest there.
-pub fn push(image: &ImageResult, dest: &str, t: &TransportOptions) -> Result<Pushed> {
-    let src = ImageRef::parse(&image.image, None)?;
+/// Copies `image` (whose manifest digest is `digest`) to `dest` unless the
+/// registry already has that digest there. The commands' `--push` too.
+pub fn push(image: &str, digest: &str, dest: &str, t: &TransportOptions) -> Result<Pushed> {
+    let src = ImageRef::parse(image, None)?;
     let to = ImageRef::parse(dest, None)?;
     let ImageRef::Docker { reference } = &to else {
         bail!("push target {dest} is not a docker:// reference");
     };
-    let pullspec = format!("{}@{}", repository_of(reference), image.digest);
+    let pullspec = format!("{}@{digest}", repository_of(reference));
     let current = strata_oscontainer::inspect(&to, t)
-        .map(|i| i.manifest_digest == image.digest)
+        .map(|i| i.manifest_digest == digest)
         .unwrap_or(false);
     if !current {
         strata_oscontainer::push(&src, &to, t)
-            .with_context(|| format!("pushing {} to {dest}", image.image))?;
+            .with_context(|| format!("pushing {image} to {dest}"))?;
     }
     Ok(Pushed {
         destination: dest.to_string(),

@@ -1,0 +1,179 @@
+//! `strata build`: a pipeline manifest, run by `strata-pipeline`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use strata_pipeline::{BuildOptions, BuildResult, ImageResult, Worker};
+
+use crate::transport::RegistryArgs;
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct BuildArgs {
+    /// Working directory: cache, ostree repo, OCI images, build history.
+    #[arg(long, default_value = "strata-work")]
+    pub workdir: PathBuf,
+    /// The pipeline manifest (YAML): base, releases, platforms, push targets.
+    pub pipeline: PathBuf,
+    /// Set a variable: over the pipeline's defaults, passed to every manifest.
+    #[arg(long = "var", value_name = "KEY=VALUE")]
+    pub vars: Vec<String>,
+    /// Push every image that has a `push:` target in the pipeline.
+    #[arg(long)]
+    pub push: bool,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The workers of derive and disk: this very binary, hidden subcommands.
+pub(crate) fn workers() -> Result<(Worker, Worker)> {
+    let exe = std::env::current_exe().context("finding the strata executable")?;
+    Ok((
+        Worker::new(&exe).arg("__derive-worker"),
+        Worker::new(&exe).arg("__disk-worker"),
+    ))
+}
+
+pub(crate) fn options(pipeline: &Path, workdir: &Path, vars: &[String]) -> Result<BuildOptions> {
+    let vars = strata_manifest::Vars::from_assignments(vars.iter().map(String::as_str))?;
+    let (derive, disk) = workers()?;
+    Ok(BuildOptions::new(pipeline, workdir, derive, disk).vars(vars))
+}
+
+pub(crate) fn run(args: BuildArgs) -> Result<ExitCode> {
+    let mut opts = options(&args.pipeline, &args.workdir, &args.vars)?
+        .push(args.push)
+        .transport(args.registry.transport());
+    let spinner = crate::progress::Spinner::on_terminal();
+    if let Some(s) = &spinner {
+        opts = opts.progress(s.progress());
+    }
+    let result = strata_pipeline::build(&opts)?;
+    drop(spinner);
+    if args.json {
+        println!("{}", serde_json::to_string(&build_json(&result))?);
+    } else {
+        print!("{}", summary(&result));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `--json` object: the base's identity at the top (every command's
+/// `image`, `digest`, `version`, `ostree_commit`), then every stage.
+pub(crate) fn build_json(r: &BuildResult) -> serde_json::Value {
+    serde_json::json!({
+        "changed": r.changed,
+        "name": r.name,
+        "image": r.base.image,
+        "digest": r.base.digest,
+        "version": r.base.version,
+        "ostree_commit": r.base.ostree_commit,
+        "base": r.base,
+        "releases": r.releases,
+        "release_id": r.release.id,
+        "release_json": r.release.path,
+        "release_changed": r.release.changed,
+    })
+}
+
+fn state(changed: bool) -> &'static str {
+    if changed {
+        "built"
+    } else {
+        "unchanged, not rebuilt"
+    }
+}
+
+fn image_lines(out: &mut String, title: &str, i: &ImageResult) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "  {title:<22} {} ({})", i.version, state(i.changed));
+    let _ = writeln!(out, "    image                {}", i.image);
+    let _ = writeln!(out, "    digest               {}", i.digest);
+    let _ = writeln!(out, "    ostree commit        {}", i.ostree_commit);
+    if let Some(d) = &i.disks {
+        let _ = writeln!(out, "    disks                {}", state(d.changed));
+        for a in &d.artifacts {
+            let _ = writeln!(
+                out,
+                "      {:<8} {:>10}  {}",
+                a.platform,
+                crate::image::size(a.size),
+                a.path.display()
+            );
+        }
+    }
+    if let Some(p) = &i.pushed {
+        let _ = writeln!(
+            out,
+            "    pushed               {} ({})",
+            p.pullspec,
+            if p.changed { "pushed" } else { "already there" }
+        );
+    }
+}
+
+/// What a person reads after a build.
+pub(crate) fn summary(r: &BuildResult) -> String {
+    let mut out = format!(
+        "pipeline {}: {}\n",
+        r.name,
+        if r.changed {
+            "built"
+        } else {
+            "everything current, nothing rebuilt"
+        }
+    );
+    image_lines(&mut out, &format!("base {}", r.base.stream), &r.base);
+    for rel in &r.releases {
+        image_lines(&mut out, &format!("OpenShift {}", rel.release), &rel.image);
+    }
+    out.push_str(&format!(
+        "  release record         {} ({})\n",
+        r.release.path.display(),
+        if r.release.changed {
+            "new"
+        } else {
+            "same as before"
+        }
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::{Cli, Command};
+
+    #[test]
+    fn build_args_parse() {
+        let cli = Cli::try_parse_from([
+            "strata",
+            "build",
+            "p.yaml",
+            "--var",
+            "fixture=/f",
+            "--push",
+            "--tls-verify=false",
+            "--json",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.command,
+            Command::Build(super::BuildArgs {
+                workdir: "strata-work".into(),
+                pipeline: "p.yaml".into(),
+                vars: vec!["fixture=/f".into()],
+                push: true,
+                registry: crate::transport::RegistryArgs {
+                    tls_verify: false,
+                    authfile: None
+                },
+                json: true,
+            })
+        );
+    }
+}

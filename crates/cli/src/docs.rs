@@ -1,0 +1,162 @@
+//! docs/cli.md, generated from the clap definitions so that the reference
+//! cannot drift from the binary (a test compares the file with this
+//! output; `STRATA_REGENERATE_DOCS=1 cargo test -p strata-cli --test docs`
+//! rewrites it).
+//!
+//! Must not: document anything clap does not know, except the fixed
+//! sections on output, exit codes and logging (`CONTRACT`), which state the
+//! rules every command follows.
+
+use std::fmt::Write;
+
+use clap::CommandFactory;
+
+/// The sections that hold for every command.
+const CONTRACT: &str = r#"## Output, exit codes, logging
+
+These rules hold for every command; CI jobs rely on them.
+
+- **stdout carries results.** With `--json` (every command has it), stdout is
+  exactly one JSON object on one line; without it, a short human summary.
+  Every JSON object of `compose`, `derive`, `disk`, `build`, `inspect`,
+  `push` and `demo` has `image` (a full `oci:DIR:TAG` or `docker://` reference),
+  `digest` (`sha256:…`, the image manifest's), `version` and
+  `ostree_commit`; `compose`, `derive` and `build` add `changed` (false when
+  the inputs were unchanged and nothing was rebuilt). The shapes are in
+  [formats.md](formats.md#command-output---json).
+- **stderr carries logs**, filtered by `RUST_LOG` (default `info`; e.g.
+  `RUST_LOG=debug` shows every external command line, `RUST_LOG=warn`
+  only problems). Colours and progress spinners only when stderr is a
+  terminal; otherwise plain log lines, one event per line.
+- **Exit codes** are stable:
+
+  | code | meaning |
+  |---|---|
+  | 0 | success (also when nothing had to be rebuilt) |
+  | 1 | the command failed; stderr ends with one line `error: <cause chain>` naming what failed and where (file:line:column for manifests, the command and its stderr for tools) |
+  | 2 | usage error: unknown flag, missing argument, bad value (clap's message on stderr) |
+
+- **No prompts**: nothing reads stdin; a held workdir lock is waited for
+  (logged), never asked about.
+"#;
+
+/// The whole of docs/cli.md.
+pub fn markdown() -> String {
+    let mut cmd = crate::Cli::command();
+    cmd.build();
+    let mut out = String::new();
+    out.push_str("# CLI reference\n\n");
+    out.push_str(
+        "<!-- Generated from the clap definitions in crates/cli by \
+         `STRATA_REGENERATE_DOCS=1 cargo test -p strata-cli --test docs`; do not edit. -->\n\n",
+    );
+    let _ = writeln!(
+        out,
+        "{}\n",
+        cmd.get_about().map(|a| a.to_string()).unwrap_or_default()
+    );
+    let _ = writeln!(out, "```\n{}\n```\n", usage(&mut cmd));
+    let _ = writeln!(out, "| command | what it does |\n|---|---|");
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let _ = writeln!(
+            out,
+            "| [`strata {}`](#strata-{}) | {} |",
+            sub.get_name(),
+            sub.get_name(),
+            sub.get_about().map(|a| a.to_string()).unwrap_or_default()
+        );
+    }
+    out.push('\n');
+    out.push_str(CONTRACT);
+    let mut subs: Vec<clap::Command> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .cloned()
+        .collect();
+    for sub in &mut subs {
+        out.push('\n');
+        command(&mut out, sub);
+    }
+    out
+}
+
+fn usage(cmd: &mut clap::Command) -> String {
+    cmd.render_usage()
+        .to_string()
+        .trim_start_matches("Usage: ")
+        .to_string()
+}
+
+fn command(out: &mut String, cmd: &mut clap::Command) {
+    let name = cmd.get_name().to_string();
+    let _ = writeln!(out, "## strata {name}\n");
+    if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
+        let _ = writeln!(out, "{about}\n");
+    }
+    let _ = writeln!(
+        out,
+        "```\nstrata {}\n```\n",
+        usage(cmd).trim_start_matches(&name).trim_start()
+    );
+    let args: Vec<&clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| !a.is_hide_set() && a.get_id() != "help" && a.get_id() != "version")
+        .collect();
+    if args.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "| argument | meaning |\n|---|---|");
+    for a in args {
+        let _ = writeln!(out, "| {} | {} |", spelling(a), meaning(a));
+    }
+}
+
+/// `--var <KEY=VALUE>` / `<MANIFEST>...`.
+fn spelling(a: &clap::Arg) -> String {
+    let value = a
+        .get_value_names()
+        .map(|v| {
+            v.iter()
+                .map(|n| format!("<{n}>"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| format!("<{}>", a.get_id().as_str().to_uppercase()));
+    let takes_value = a.get_action().takes_values();
+    let s = match (a.get_long(), a.get_short()) {
+        (Some(l), Some(c)) if takes_value => format!("`-{c}, --{l} {value}`"),
+        (Some(l), Some(c)) => format!("`-{c}, --{l}`"),
+        (Some(l), None) if takes_value => format!("`--{l} {value}`"),
+        (Some(l), None) => format!("`--{l}`"),
+        _ => {
+            let many = matches!(a.get_num_args(), Some(r) if r.max_values() > 1);
+            format!("`{value}{}`", if many { "..." } else { "" })
+        }
+    };
+    let repeat = a.get_long().is_some() && matches!(a.get_action(), clap::ArgAction::Append);
+    if repeat {
+        format!("{s} (repeatable)")
+    } else {
+        s
+    }
+}
+
+fn meaning(a: &clap::Arg) -> String {
+    let mut m = a
+        .get_long_help()
+        .or(a.get_help())
+        .map(|h| h.to_string().replace('\n', " "))
+        .unwrap_or_default();
+    if a.is_required_set() {
+        m.push_str(" Required.");
+    }
+    let defaults: Vec<String> = a
+        .get_default_values()
+        .iter()
+        .map(|d| d.to_string_lossy().into_owned())
+        .collect();
+    if !defaults.is_empty() && a.get_action().takes_values() {
+        let _ = write!(m, " Default: `{}`.", defaults.join(","));
+    }
+    m.replace('|', "\\|")
+}
