@@ -19,6 +19,9 @@ pub struct DiskArgs {
     /// Disk size in MiB instead of the content plus headroom.
     #[arg(long, value_name = "MIB")]
     pub size_mib: Option<u64>,
+    /// For a docker:// image.
+    #[command(flatten)]
+    pub registry: crate::transport::RegistryArgs,
     /// Print one JSON object with the result on stdout.
     #[arg(long)]
     pub json: bool,
@@ -41,7 +44,8 @@ fn worker() -> Result<std::process::Command> {
 pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
     let opts =
         strata_disk::DiskOptions::new(&args.workdir, &args.image, args.platform.clone(), worker()?)
-            .size(args.size_mib.map(|m| m << 20));
+            .size(args.size_mib.map(|m| m << 20))
+            .transport(args.registry.transport());
     let r = strata_disk::build(&opts)?;
     if args.json {
         println!("{}", serde_json::to_string(&disk_json(&r))?);
@@ -119,6 +123,10 @@ mod tests {
                 image: "ocp-4.13".into(),
                 platform: vec!["qemu".into(), "metal".into()],
                 size_mib: None,
+                registry: crate::transport::RegistryArgs {
+                    tls_verify: true,
+                    authfile: None,
+                },
                 json: true,
             })
         );
