@@ -158,6 +158,72 @@ pub struct DeriveMeta {
     pub base_upgrades: Vec<String>,
     pub overrides: Vec<OverrideRpm>,
     pub manifest: PathBuf,
+    /// The release packages against the previous build of this stream
+    /// (absent from records written before it existed).
+    #[serde(default)]
+    pub package_diff: PackageDiff,
+}
+
+/// How a build's release packages differ from the previous build's
+/// (compose's meta.json has the same shape for the whole tree).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageDiff {
+    /// The previous build's version; none for the first build of a stream.
+    pub previous: Option<String>,
+    /// NEVRAs.
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// `old-NEVRA -> new-NEVRA`.
+    pub changed: Vec<String>,
+}
+
+impl PackageDiff {
+    /// `new` against `old` (NEVRAs), matched by package name.
+    pub fn between(previous: &str, old: &[String], new: &[String]) -> PackageDiff {
+        let by_name = |list: &[String]| -> BTreeMap<String, String> {
+            list.iter()
+                .map(|n| (name_of(n).to_string(), n.clone()))
+                .collect()
+        };
+        let (old, new) = (by_name(old), by_name(new));
+        PackageDiff {
+            previous: Some(previous.to_string()),
+            added: new
+                .iter()
+                .filter(|(k, _)| !old.contains_key(*k))
+                .map(|(_, v)| v.clone())
+                .collect(),
+            removed: old
+                .iter()
+                .filter(|(k, _)| !new.contains_key(*k))
+                .map(|(_, v)| v.clone())
+                .collect(),
+            changed: new
+                .iter()
+                .filter(|(k, v)| old.get(*k).is_some_and(|o| o != *v))
+                .map(|(k, v)| format!("{} -> {v}", old[k]))
+                .collect(),
+        }
+    }
+}
+
+/// The diff against the previous build of the stream, from its meta.json.
+fn package_diff(wd: &Workdir, prev: Option<&BuildEntry>, packages: &[String]) -> PackageDiff {
+    let Some(prev) = prev else {
+        return PackageDiff::default();
+    };
+    let path = wd.build_dir(&prev.stream, &prev.version).join("meta.json");
+    let old = fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|m| serde_json::from_value::<Vec<String>>(m["packages"].clone()).ok());
+    match old {
+        Some(old) => PackageDiff::between(&prev.version, &old, packages),
+        None => PackageDiff {
+            previous: Some(prev.version.clone()),
+            ..PackageDiff::default()
+        },
+    }
 }
 
 /// One release, resolved and checked, ready to build (or already built).
@@ -856,7 +922,9 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path) -> Result<DeriveRes
         derived.manifest_digest,
         imported.commit
     );
+    let packages: Vec<String> = p.packages.iter().map(|x| x.nevra.clone()).collect();
     let meta = DeriveMeta {
+        package_diff: package_diff(wd, p.previous.as_ref(), &packages),
         build_id: format!("{}/{}", p.stream, p.version),
         stream: p.stream.clone(),
         release: p.manifest.release.to_string(),
@@ -870,7 +938,7 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path) -> Result<DeriveRes
         base_commit: base.commit.clone(),
         base_version: base.version.clone(),
         source_date_epoch: p.sde,
-        packages: p.packages.iter().map(|x| x.nevra.clone()).collect(),
+        packages,
         base_upgrades: p.base_upgrades.clone(),
         overrides: p.overrides.clone(),
         manifest: p.manifest_path.clone(),
@@ -914,4 +982,26 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_diffs_match_by_name() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let d = PackageDiff::between(
+            "413.86.202610150000-0",
+            &s(&["cri-o-1.26.1-1.el8.x86_64", "conmon-rs-0.5-1.el8.x86_64"]),
+            &s(&["cri-o-1.26.2-1.el8.x86_64", "openvswitch-3.1-2.el8.x86_64"]),
+        );
+        assert_eq!(d.previous.as_deref(), Some("413.86.202610150000-0"));
+        assert_eq!(d.added, ["openvswitch-3.1-2.el8.x86_64"]);
+        assert_eq!(d.removed, ["conmon-rs-0.5-1.el8.x86_64"]);
+        assert_eq!(
+            d.changed,
+            ["cri-o-1.26.1-1.el8.x86_64 -> cri-o-1.26.2-1.el8.x86_64"]
+        );
+    }
 }
