@@ -22,10 +22,15 @@ fn run(cmd: &mut Command) -> String {
     strata_process::stdout(cmd).unwrap_or_else(|e| panic!("{e}"))
 }
 
+const OCP_VERSION: &str = "413.86.202610150000-0";
+
 /// The demo base composed into a workdir kept under target/ (compose is a
-/// no-op when its inputs are unchanged); locked across test processes.
-fn workdir() -> &'static (PathBuf, String) {
-    static W: OnceLock<(PathBuf, String)> = OnceLock::new();
+/// no-op when its inputs are unchanged; locked across test processes), and
+/// an OpenShift 4.13 image derived from it: one layer with the derived
+/// os-release and the labels derive sets. Returns the workdir and the tags
+/// of the base and the derived image.
+fn workdir() -> &'static (PathBuf, String, String) {
+    static W: OnceLock<(PathBuf, String, String)> = OnceLock::new();
     W.get_or_init(|| {
         let dir = target();
         std::fs::create_dir_all(&dir).unwrap();
@@ -39,23 +44,55 @@ fn workdir() -> &'static (PathBuf, String) {
         .unwrap();
         let manifest =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo/rhel-8.6.yaml");
-        let w = dir.join("work");
+        let w = dir.canonicalize().unwrap().join("work");
         let r = strata_compose::compose(
             &strata_compose::ComposeOptions::new(&manifest, &w)
                 .vars(vars)
                 .source_date_epoch(None),
         )
         .expect("composing the demo base");
-        let tag = r.image.rsplit(':').next().unwrap().to_string();
-        (w, tag)
+        let base = r.image.rsplit(':').next().unwrap().to_string();
+
+        let layer = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(layer.path().join("usr/lib")).unwrap();
+        std::fs::write(
+            layer.path().join("usr/lib/os-release"),
+            format!(
+                "NAME=\"Red Hat Enterprise Linux CoreOS\"\nID=\"rhcos\"\n\
+                 VERSION=\"{OCP_VERSION}\"\nVERSION_ID=\"4.13\"\n\
+                 OPENSHIFT_VERSION=\"4.13\"\nRHEL_VERSION=\"8.6\"\n\
+                 PRETTY_NAME=\"Red Hat Enterprise Linux CoreOS {OCP_VERSION} (Ootpa)\"\n"
+            ),
+        )
+        .unwrap();
+        let mut opts = strata_oscontainer::DeriveOptions::default();
+        for (k, v) in [
+            ("org.opencontainers.image.version", OCP_VERSION),
+            ("com.coreos.openshift-version", "4.13"),
+        ] {
+            opts.labels.insert(k.into(), v.into());
+        }
+        let derived = "ocp-4.13-disk-test".to_string();
+        strata_oscontainer::append_layers(
+            &w.join("oci"),
+            &base,
+            &derived,
+            &[strata_oscontainer::DerivedLayer::new(
+                layer.path(),
+                "ocp-4.13 os-release",
+            )],
+            &opts,
+        )
+        .expect("deriving the 4.13 image");
+        (w, base, derived)
     })
 }
 
-/// qemu, metal and metal4k of the demo base, built once.
+/// qemu, metal and metal4k of the derived 4.13 image, built once.
 fn built() -> &'static DiskResult {
     static R: OnceLock<DiskResult> = OnceLock::new();
     R.get_or_init(|| {
-        let (w, tag) = workdir();
+        let (w, _, tag) = workdir();
         let platforms = ["qemu", "metal", "metal4k"].map(String::from).to_vec();
         let t = std::time::Instant::now();
         let r = build(&DiskOptions::new(w, tag.as_str(), platforms, worker())).unwrap();
@@ -164,12 +201,14 @@ fn layout_filesystems_and_metadata() {
     assert_eq!(aleph["build"], r.version.as_str());
     assert_eq!(aleph["ostree-commit"], r.ostree_commit.as_str());
     assert_eq!(aleph["container-image"]["image-digest"], r.digest.as_str());
-    assert_eq!(aleph["openshift-version"], serde_json::Value::Null);
+    assert_eq!(aleph["openshift-version"], "4.13");
+    assert_eq!(r.version, OCP_VERSION);
+    assert_eq!(r.openshift_version.as_deref(), Some("4.13"));
+    assert_eq!(r.stream, "ocp-4.13");
     let grub = debugfs(&boot, "cat /grub2/grub.cfg");
     assert!(
         grub.contains(&format!(
-            "menuentry 'Red Hat Enterprise Linux {} (ostree:0)'",
-            r.version
+            "menuentry 'Red Hat Enterprise Linux CoreOS {OCP_VERSION} (OpenShift 4.13) (ostree:0)'"
         )),
         "{grub}"
     );
@@ -182,8 +221,7 @@ fn layout_filesystems_and_metadata() {
     let entry = debugfs(&boot, "cat /loader.1/entries/ostree-1-rhcos.conf");
     assert!(
         entry.starts_with(&format!(
-            "title Red Hat Enterprise Linux {} (ostree:0)\n",
-            r.version
+            "title Red Hat Enterprise Linux CoreOS {OCP_VERSION} (OpenShift 4.13) (ostree:0)\n"
         )),
         "{entry}"
     );
@@ -221,12 +259,9 @@ fn boot(firmware: strata_testdistro::boot::Firmware, platform: &str) {
     spec.timeout = std::time::Duration::from_secs(240);
     let res = strata_testdistro::boot::boot(&spec).unwrap();
     eprintln!("{platform}: {} in {:?}", res.marker, res.elapsed);
-    // The base keeps RHEL's own os-release VERSION; no OpenShift version.
-    assert!(res.marker.ends_with(" openshift=none"), "{}", res.marker);
-    assert!(
-        res.marker.starts_with("STRATA-BOOT-OK version=8.6"),
-        "{}",
-        res.marker
+    assert_eq!(
+        res.marker,
+        format!("STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13")
     );
 }
 
@@ -245,7 +280,7 @@ fn metal_image_boots_with_bios() {
 #[test]
 fn non_root_rebuild_is_byte_identical() {
     let first = artifact("metal").sha256.clone();
-    let (w, tag) = workdir();
+    let (w, _, tag) = workdir();
     let w2 = target().join("work-nobody");
     if w2.exists() {
         let _ = strata_disk::fs::make_removable(&w2);
@@ -255,10 +290,7 @@ fn non_root_rebuild_is_byte_identical() {
     run(Command::new("chown").arg("65534:65534").arg(&w2));
     // The same reference string as the first build's (it is in the aleph
     // file and the origin), through another workdir.
-    let image = format!(
-        "oci:{}:{tag}",
-        w.canonicalize().unwrap().join("oci").display()
-    );
+    let image = format!("oci:{}:{tag}", w.join("oci").display());
     let out = run(Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(env!("CARGO_BIN_EXE_strata-disk-worker"))
@@ -281,7 +313,7 @@ fn non_root_rebuild_is_byte_identical() {
 /// staging behind.
 #[test]
 fn bad_input_leaves_nothing() {
-    let (w, tag) = workdir();
+    let (w, tag, _) = workdir();
     built();
     let listing = |dir: &Path| -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(dir)
