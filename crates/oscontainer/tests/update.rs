@@ -79,3 +79,151 @@ fn update_changes_only_the_layers_of_changed_components() {
     let names: Vec<&str> = d.packages_changed.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["glibc", "pkg-b"]);
 }
+
+/// One snapshot of the fixture's RHEL repos as a composed tree would hold
+/// it: every package installed with rpm (rpmdb in /usr/share/rpm), a
+/// generated initramfs, os-release rewritten as compose does.
+fn snapshot_tree(
+    fx: &strata_testdistro::Fixture,
+    snapshot: usize,
+    tree: &std::path::Path,
+) -> Vec<std::path::PathBuf> {
+    let snap = &fx.info.snapshots[snapshot];
+    let rpms: Vec<std::path::PathBuf> = fx
+        .info
+        .repos
+        .iter()
+        .filter(|r| r.snapshot.as_deref() == Some(snap.as_str()))
+        .flat_map(|r| r.packages.iter().map(|p| fx.root.join(&p.file)))
+        .collect();
+    std::fs::create_dir_all(tree).unwrap();
+    run(std::process::Command::new("rpm")
+        .arg("--root")
+        .arg(tree)
+        .args([
+            "--dbpath",
+            "/usr/share/rpm",
+            "-i",
+            "--nodeps",
+            "--noscripts",
+        ])
+        .args(["--nosignature", "--define", "_pkgverify_level none"])
+        .args(&rpms));
+    let kver = &fx.info.kernel_kvers[snapshot];
+    // The initramfs compose generates: new for each kernel.
+    std::fs::write(
+        tree.join(format!("usr/lib/modules/{kver}/initramfs.img")),
+        noise(kver.len() as u64 * 31 + snapshot as u64, 3_000_000),
+    )
+    .unwrap();
+    let os_release = tree.join("usr/lib/os-release");
+    let mut text = std::fs::read_to_string(&os_release).unwrap();
+    text.push_str(&format!("OSTREE_VERSION='8.6.{snap}-0'\n"));
+    std::fs::write(&os_release, text).unwrap();
+    for d in ["dev", "proc", "sys", "run", "tmp", "var"] {
+        let _ = std::fs::remove_dir_all(tree.join(d));
+    }
+    rpms
+}
+
+/// The chunking input compose gives: packages as components (sizes
+/// checked), the kernel image and initramfs their own, packages already
+/// rebuilt for a z-stream (`.el8_N`) expected to change.
+fn packages_map(tree: &std::path::Path, kver: &str) -> strata_oscontainer::ContentMap {
+    let out = run(std::process::Command::new("rpm")
+        .arg("--dbpath")
+        .arg(tree.join("usr/share/rpm"))
+        .args([
+            "-qa",
+            "--qf",
+            "[%{=NAME}\\t%{=RELEASE}\\t%{FILESIZES}\\t%{FILENAMES}\\n]",
+        ]));
+    let mut m = strata_oscontainer::ContentMap::new();
+    for line in out.lines() {
+        let f: Vec<&str> = line.splitn(4, '\t').collect();
+        m.add_component(f[0], u32::from(f[1].contains(".el8_")));
+        m.assign_sized(f[3], f[0], f[2].parse().unwrap());
+    }
+    m.add_component("kernel-image", 2);
+    for f in ["vmlinuz", "initramfs.img"] {
+        m.assign(&format!("/usr/lib/modules/{kver}/{f}"), "kernel-image");
+    }
+    m
+}
+
+#[test]
+fn zstream_update_downloads_at_most_one_and_a_half_times_the_changed_packages() {
+    let fx = strata_testdistro::Fixture::for_tests().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let repo = fresh_repo(dir.path(), "repo");
+    let oci = dir.path().join("oci");
+    let mut rpms = Vec::new();
+    let mut images = Vec::new();
+    let mut prior = None;
+    for snapshot in 0..2 {
+        let tree = dir.path().join(format!("tree{snapshot}"));
+        rpms.push(snapshot_tree(&fx, snapshot, &tree));
+        let commit = run(std::process::Command::new("ostree")
+            .arg(format!("--repo={}", repo.display()))
+            .args(["commit", "--bootable", "--no-xattrs"])
+            .arg(format!("--branch=snap{snapshot}"))
+            .arg(format!("--tree=dir={}", tree.display()))
+            .arg("--timestamp=2026-12-02 12:00:00 +0000"));
+        let mut o = EncapsulateOptions::default();
+        o.content = Some(packages_map(&tree, &fx.info.kernel_kvers[snapshot]));
+        o.prior = prior.take();
+        let out = encapsulate(&repo, commit.trim(), &oci, &format!("s{snapshot}"), &o).unwrap();
+        prior = Some(LayerMap::from_json(&out.layer_map.to_json()).unwrap());
+        images.push(out);
+    }
+
+    // The changed packages, as RPM files: what a package-based update
+    // would download at least.
+    let names = |v: &[std::path::PathBuf]| -> BTreeSet<String> {
+        v.iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    };
+    let old = names(&rpms[0]);
+    let changed: Vec<&std::path::PathBuf> = rpms[1]
+        .iter()
+        .filter(|p| !old.contains(&*p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    let changed_bytes: u64 = changed
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+
+    let before: BTreeSet<&str> = images[0].layers.iter().map(|l| l.digest.as_str()).collect();
+    let new_layers: Vec<&strata_oscontainer::LayerInfo> = images[1]
+        .layers
+        .iter()
+        .filter(|l| !before.contains(l.digest.as_str()))
+        .collect();
+    let download: u64 = new_layers.iter().map(|l| l.size).sum();
+    // Exactly the layers of what changed: the commit layer, the unpackaged
+    // content (rpmdb, os-release), the kernel image, and one layer per
+    // changed package holding nothing else (kernel has no files).
+    let got: BTreeSet<Vec<String>> = new_layers.iter().map(|l| l.components.clone()).collect();
+    let want: BTreeSet<Vec<String>> = [
+        vec![],
+        vec!["unpackaged".to_string()],
+        vec!["kernel-image".to_string()],
+        vec!["kernel-core".to_string()],
+        vec!["kernel-modules".to_string()],
+        vec!["glibc".to_string()],
+        vec!["openssl-libs".to_string()],
+        vec!["sudo".to_string()],
+    ]
+    .into();
+    assert_eq!(got, want, "{new_layers:#?}");
+    let ratio = download as f64 / changed_bytes as f64;
+    assert!(
+        ratio <= 1.5,
+        "downloading {download} bytes for {changed_bytes} bytes of changed packages ({ratio:.2}x): {new_layers:#?}"
+    );
+    eprintln!(
+        "z-stream: {} changed packages, {changed_bytes} bytes; download {download} bytes ({ratio:.2}x)",
+        changed.len()
+    );
+}
