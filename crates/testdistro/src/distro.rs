@@ -519,7 +519,11 @@ fn systemd() -> PkgSpec {
          touch /etc/machine-id\n"
             .into(),
     );
-    p.requires_pre = vec![crate::spec::Dep("shadow-utils".into())];
+    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd.
+    p.requires_pre = vec![
+        crate::spec::Dep("shadow-utils".into()),
+        crate::spec::Dep("glibc".into()),
+    ];
     p
 }
 
@@ -558,7 +562,11 @@ fn openssh_server() -> PkgSpec {
             FileSpec::file("/usr/lib/systemd/system/sshd.service", unit("OpenSSH server daemon", "/usr/sbin/sshd -D"), 0o644),
             FileSpec::dir("/usr/share/empty.sshd", 0o711),
         ]);
-    p.requires_pre = vec![crate::spec::Dep("shadow-utils".into())];
+    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd.
+    p.requires_pre = vec![
+        crate::spec::Dep("shadow-utils".into()),
+        crate::spec::Dep("glibc".into()),
+    ];
     p.pre = Some(
         "getent group sshd >/dev/null || groupadd -g 74 -r sshd || :\n\
          getent passwd sshd >/dev/null || useradd -c 'Privilege-separated SSH' -u 74 -g sshd -s /sbin/nologin -r -d /usr/share/empty.sshd sshd 2> /dev/null || :\n"
@@ -594,7 +602,11 @@ fn chrony() -> PkgSpec {
             ),
             FileSpec::dir("/var/lib/chrony", 0o750).owner("chrony", "chrony"),
         ]);
-    p.requires_pre = vec![crate::spec::Dep("shadow-utils".into())];
+    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd.
+    p.requires_pre = vec![
+        crate::spec::Dep("shadow-utils".into()),
+        crate::spec::Dep("glibc".into()),
+    ];
     // No fixed id: allocated dynamically, so only a previous build can keep it stable.
     p.pre = Some(
         "getent group chrony >/dev/null || groupadd -r chrony\n\
@@ -665,6 +677,7 @@ fn rhocp_packages(release: &str) -> Vec<PkgSpec> {
                 &["glibc", "bash"],
             );
             p.requires_pre.push(crate::spec::Dep("shadow-utils".into()));
+            p.requires_pre.push(crate::spec::Dep("glibc".into()));
             p.pre = Some(
                 "getent group openvswitch >/dev/null || groupadd -r openvswitch\n\
                  getent passwd openvswitch >/dev/null || useradd -r -g openvswitch -d / -s /sbin/nologin openvswitch\n"

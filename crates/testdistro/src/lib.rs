@@ -23,6 +23,7 @@ mod distro;
 mod grub;
 mod kernel;
 mod keys;
+pub mod peers;
 mod repo;
 pub mod spec;
 mod synth;
