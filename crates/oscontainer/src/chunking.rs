@@ -40,6 +40,11 @@ pub struct Component {
     pub size: u64,
     /// How often it changes; higher means more often. Only the order matters.
     pub change_frequency: u32,
+    /// Identifies the component's content (e.g. a digest of its files); a
+    /// component whose fingerprint differs from the previous build's makes
+    /// its layer change. Empty: unknown.
+    #[serde(default)]
+    pub fingerprint: String,
 }
 
 /// The components of one layer.
@@ -50,6 +55,10 @@ pub struct Bin {
     /// New components of later builds go into this bin.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reserved: bool,
+    /// The components' fingerprints when the map was planned (absent in
+    /// maps written before fingerprints existed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fingerprints: BTreeMap<String, String>,
 }
 
 /// Which components go into which layer: layer `i + 1` of the image holds
@@ -91,12 +100,25 @@ impl LayerMap {
                 return Err(Error::Chunking(format!("duplicate component {:?}", c.name)));
             }
         }
-        match prior {
+        let mut map = match prior {
             Some(p) if p.max_layers == max_layers && p.bins.len() < max_layers as usize => {
-                Ok(Self::update(p, components))
+                Self::update(p, components)
             }
-            _ => Ok(Self::fresh(components, max_layers)),
+            _ => Self::fresh(components, max_layers),
+        };
+        let fingerprints: BTreeMap<&str, &str> = components
+            .iter()
+            .filter(|c| !c.fingerprint.is_empty())
+            .map(|c| (c.name.as_str(), c.fingerprint.as_str()))
+            .collect();
+        for b in &mut map.bins {
+            b.fingerprints = b
+                .components
+                .iter()
+                .filter_map(|c| Some((c.clone(), fingerprints.get(c.as_str())?.to_string())))
+                .collect();
         }
+        Ok(map)
     }
 
     /// A plan ignoring any previous build.
@@ -117,15 +139,8 @@ impl LayerMap {
         } else {
             available
         };
-        // Most frequently changing first, so that what changes together is
-        // adjacent; then biggest first, so that big components end up alone.
         let mut sorted: Vec<&Component> = components.iter().collect();
-        sorted.sort_by(|a, b| {
-            b.change_frequency
-                .cmp(&a.change_frequency)
-                .then_with(|| b.size.cmp(&a.size))
-                .then_with(|| a.name.cmp(&b.name))
-        });
+        sort_for_packing(&mut sorted);
         let bins: Vec<BTreeSet<String>> = partition(&sorted, usable)
             .into_iter()
             .map(|g| g.iter().map(|c| c.name.clone()).collect())
@@ -134,49 +149,59 @@ impl LayerMap {
             .into_iter()
             .map(|components| Bin {
                 components,
-                reserved: false,
+                ..Bin::default()
             })
             .collect();
         if available >= 2 {
-            map.bins.push(Bin {
-                components: BTreeSet::new(),
-                reserved: true,
-            });
+            map.bins.push(Bin::reserved());
         } else if let Some(b) = map.bins.last_mut() {
             b.reserved = true;
         } else {
-            map.bins.push(Bin {
-                components: BTreeSet::new(),
-                reserved: true,
-            });
+            map.bins.push(Bin::reserved());
         }
         map
     }
 
     /// The previous plan, with removed components dropped and new ones put
-    /// into the reserved bin.
+    /// into the reserved bin. The bins that change anyway (a component's
+    /// fingerprint differs, one was removed, new ones arrived) are downloaded
+    /// whole by clients, so their components are repacked among them for
+    /// free, by the current change frequencies: what proved volatile moves
+    /// away from stable neighbours, and the next update is smaller.
     fn update(prior: &LayerMap, components: &[Component]) -> LayerMap {
-        let current: BTreeSet<&str> = components.iter().map(|c| c.name.as_str()).collect();
-        let mut bins: Vec<Bin> = prior
-            .bins
-            .iter()
-            .map(|b| Bin {
-                components: b
-                    .components
-                    .iter()
-                    .filter(|c| current.contains(c.as_str()))
-                    .cloned()
-                    .collect(),
+        let current: BTreeMap<&str, &Component> =
+            components.iter().map(|c| (c.name.as_str(), c)).collect();
+        let mut changed: Vec<bool> = Vec::with_capacity(prior.bins.len());
+        let mut bins: Vec<Bin> = Vec::with_capacity(prior.bins.len());
+        for b in &prior.bins {
+            let kept: BTreeSet<String> = b
+                .components
+                .iter()
+                .filter(|c| current.contains_key(c.as_str()))
+                .cloned()
+                .collect();
+            if !b.reserved && kept.is_empty() {
+                continue;
+            }
+            let modified = kept.iter().any(|c| {
+                let now = &current[c.as_str()].fingerprint;
+                b.fingerprints
+                    .get(c)
+                    .is_some_and(|before| !now.is_empty() && before != now)
+            });
+            changed.push(modified || kept.len() != b.components.len());
+            bins.push(Bin {
+                components: kept,
                 reserved: b.reserved,
-            })
-            .filter(|b| b.reserved || !b.components.is_empty())
-            .collect();
+                fingerprints: BTreeMap::new(),
+            });
+        }
         let placed: BTreeSet<String> = bins
             .iter()
             .flat_map(|b| b.components.iter().cloned())
             .collect();
         let new: Vec<String> = current
-            .iter()
+            .keys()
             .filter(|c| !placed.contains(**c))
             .map(|c| c.to_string())
             .collect();
@@ -188,14 +213,49 @@ impl LayerMap {
                     bins.len() - 1
                 }
                 None => {
-                    bins.push(Bin {
-                        components: BTreeSet::new(),
-                        reserved: true,
-                    });
+                    bins.push(Bin::reserved());
+                    changed.push(false);
                     bins.len() - 1
                 }
             };
             bins[idx].components.extend(new);
+            changed[idx] = true;
+        }
+        let slots: Vec<usize> = (0..bins.len()).filter(|i| changed[*i]).collect();
+        if slots.len() >= 2 {
+            let mut pool: Vec<&Component> = slots
+                .iter()
+                .flat_map(|i| bins[*i].components.iter())
+                .map(|c| current[c.as_str()])
+                .collect();
+            sort_for_packing(&mut pool);
+            let mut groups = partition(&pool, slots.len()).into_iter();
+            for i in &slots {
+                let g = groups.next().unwrap_or_default();
+                bins[*i] = Bin {
+                    components: g.iter().map(|c| c.name.clone()).collect(),
+                    ..Bin::default()
+                };
+            }
+            // The reserved bin took part in the repacking: reserve another
+            // one when the limit allows, else the last repacked bin takes
+            // later components.
+            let used = bins.iter().filter(|b| !b.components.is_empty()).count();
+            let room = used + 1 < prior.max_layers as usize;
+            let has_reserved = bins.iter().any(|b| b.reserved);
+            if !room && !has_reserved {
+                if let Some(last) = slots
+                    .iter()
+                    .rev()
+                    .find(|i| !bins[**i].components.is_empty())
+                {
+                    bins[*last].reserved = true;
+                }
+            }
+            bins.retain(|b| !b.components.is_empty() || b.reserved);
+            if room && !has_reserved {
+                bins.push(Bin::reserved());
+            }
         }
         LayerMap {
             version: MAP_VERSION,
@@ -231,14 +291,11 @@ impl LayerMap {
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
                     .collect(),
-                reserved: false,
+                ..Bin::default()
             })
             .collect();
         if bins.len() + 1 < max_layers as usize {
-            bins.push(Bin {
-                components: BTreeSet::new(),
-                reserved: true,
-            });
+            bins.push(Bin::reserved());
         } else if let Some(last) = bins.last_mut() {
             last.reserved = true;
         }
@@ -269,6 +326,27 @@ impl LayerMap {
         }
         Ok(map)
     }
+}
+
+impl Bin {
+    /// An empty bin for components that appear later.
+    fn reserved() -> Bin {
+        Bin {
+            reserved: true,
+            ..Bin::default()
+        }
+    }
+}
+
+/// Most frequently changing first, so that what changes together is
+/// adjacent; then biggest first, so that big components end up alone.
+fn sort_for_packing(components: &mut [&Component]) {
+    components.sort_by(|a, b| {
+        b.change_frequency
+            .cmp(&a.change_frequency)
+            .then_with(|| b.size.cmp(&a.size))
+            .then_with(|| a.name.cmp(&b.name))
+    });
 }
 
 /// How likely a component is to change, relative to others.
@@ -360,6 +438,7 @@ mod tests {
             name: name.into(),
             size,
             change_frequency: freq,
+            fingerprint: String::new(),
         }
     }
 
@@ -593,6 +672,7 @@ mod tests {
                     .map(|(c, r)| Bin {
                         components: c.iter().map(|s| s.to_string()).collect(),
                         reserved: *r,
+                        ..Bin::default()
                     })
                     .collect(),
             };
@@ -610,11 +690,11 @@ mod tests {
             bins: vec![
                 Bin {
                     components: BTreeSet::from(["a".to_string()]),
-                    reserved: false,
+                    ..Bin::default()
                 },
                 Bin {
                     components: BTreeSet::from(["b".to_string()]),
-                    reserved: false,
+                    ..Bin::default()
                 },
             ],
         };
@@ -646,14 +726,90 @@ mod tests {
         let map2 = LayerMap::plan(&v2, 16, Some(&map1)).unwrap();
         let b1 = map1.bin_of();
         let b2 = map2.bin_of();
+        // The layers that change anyway: p77's (it lost p77) and the
+        // reserved one (it gains newpkg); their components may be
+        // repacked among them, every other component stays.
+        let reserved = map1.bins.iter().position(|b| b.reserved).unwrap();
+        let changing = [b1["p77"], reserved];
         for c in &v2 {
-            if c.name == "newpkg" {
-                assert!(map2.bins[b2["newpkg"]].reserved);
-            } else {
-                assert_eq!(b1[c.name.as_str()], b2[c.name.as_str()], "{}", c.name);
+            match b1.get(c.name.as_str()) {
+                Some(before) if !changing.contains(before) => {
+                    assert_eq!(*before, b2[c.name.as_str()], "{}", c.name)
+                }
+                _ => assert!(changing.contains(&b2[c.name.as_str()]), "{}", c.name),
             }
         }
         assert!(!b2.contains_key("p77"));
+        check_invariants(&map2, &v2);
+    }
+
+    #[test]
+    fn bins_that_change_anyway_are_repacked_by_frequency() {
+        let fp = |c: &str, v: u32| {
+            let mut x = comp(c, 0, 0);
+            x.fingerprint = format!("{c}-{v}");
+            x
+        };
+        let with = |c: Component, size: u64, freq: u32| Component {
+            size,
+            change_frequency: freq,
+            ..c
+        };
+        // Build 1 knew nothing: the volatile v shares a bin with stable
+        // small ones, w sits with x.
+        let v1 = vec![
+            with(fp("big", 1), 1000, 0),
+            with(fp("s1", 1), 10, 0),
+            with(fp("s2", 1), 10, 0),
+            with(fp("v", 1), 10, 0),
+            with(fp("w", 1), 50, 0),
+            with(fp("x", 1), 50, 0),
+        ];
+        let prior = LayerMap {
+            version: MAP_VERSION,
+            max_layers: 10,
+            bins: vec![
+                Bin {
+                    components: ["big".to_string()].into(),
+                    ..Bin::default()
+                },
+                Bin {
+                    components: ["s1", "s2", "v"].map(String::from).into(),
+                    ..Bin::default()
+                },
+                Bin {
+                    components: ["w", "x"].map(String::from).into(),
+                    ..Bin::default()
+                },
+                Bin::reserved(),
+            ],
+        };
+        // Fingerprints recorded as plan() does.
+        let prior = LayerMap::plan(&v1, 10, Some(&prior)).unwrap();
+        assert_eq!(
+            bins(&prior),
+            vec![vec!["big"], vec!["s1", "s2", "v"], vec!["w", "x"], vec![]]
+        );
+        // Build 2: v and w changed and are now known to change.
+        let v2 = vec![
+            with(fp("big", 1), 1000, 0),
+            with(fp("s1", 1), 10, 0),
+            with(fp("s2", 1), 10, 0),
+            with(fp("v", 2), 10, 2),
+            with(fp("w", 2), 50, 2),
+            with(fp("x", 1), 50, 0),
+        ];
+        let map = LayerMap::plan(&v2, 10, Some(&prior)).unwrap();
+        // The unchanged bin keeps its place and content; the two changed
+        // bins now hold the volatile pair and the stable rest.
+        assert_eq!(
+            bins(&map),
+            vec![vec!["big"], vec!["v", "w"], vec!["s1", "s2", "x"], vec![]]
+        );
+        assert!(map.bins[3].reserved);
+        assert_eq!(map.bins[1].fingerprints["v"], "v-2");
+        // Nothing changed: nothing moves.
+        assert_eq!(LayerMap::plan(&v2, 10, Some(&map)).unwrap(), map);
     }
 
     #[test]

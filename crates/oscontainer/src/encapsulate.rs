@@ -260,8 +260,18 @@ pub fn encapsulate(
     let content = opts.content.as_ref().unwrap_or(&default_map);
     let owners = assign_objects(&tree, content);
     let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
+    // What a component's layer holds: its objects and their paths.
+    let mut fingerprints: BTreeMap<&str, Sha256> = BTreeMap::new();
     for (csum, owner) in &owners {
-        *sizes.entry(owner).or_default() += tree.objects[*csum].size();
+        let obj = &tree.objects[*csum];
+        *sizes.entry(owner).or_default() += obj.size();
+        let h = fingerprints.entry(owner).or_default();
+        h.update(csum.as_bytes());
+        for p in &obj.paths {
+            h.update(b"\0");
+            h.update(p.as_bytes());
+        }
+        h.update(b"\n");
     }
     let components: Vec<Component> = sizes
         .iter()
@@ -269,6 +279,10 @@ pub fn encapsulate(
             name: name.to_string(),
             size: *size,
             change_frequency: content.change_frequency(name),
+            fingerprint: fingerprints
+                .remove(name)
+                .map(|h| hex::encode(h.finalize()))
+                .unwrap_or_default(),
         })
         .collect();
     let layer_map = LayerMap::plan(&components, max_layers, opts.prior.as_ref())?;
