@@ -145,26 +145,27 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// A tag-safe rendering of a reference.
+/// A tag-safe rendering of a reference: alphanumeric runs joined by one
+/// separator each (`.` where the reference had a lone dot, `-` otherwise),
+/// as the OCI layout's reference grammar wants (`docker---host` is refused
+/// by skopeo: a separator is one character, or `--`).
 fn sanitize(reference: &str) -> String {
-    let s: String = reference
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c
-            } else {
-                '-'
+    let mut out = String::new();
+    let mut gap = String::new();
+    for c in reference.chars() {
+        if c.is_ascii_alphanumeric() {
+            if !out.is_empty() && !gap.is_empty() {
+                out.push(if gap == "." { '.' } else { '-' });
             }
-        })
-        .collect();
-    let s = s.trim_matches('-');
-    s.chars()
-        .rev()
-        .take(100)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect()
+            gap.clear();
+            out.push(c);
+        } else {
+            gap.push(c);
+        }
+    }
+    let skip = out.chars().count().saturating_sub(100);
+    let tail: String = out.chars().skip(skip).collect();
+    tail.trim_start_matches(['.', '-']).to_string()
 }
 
 #[cfg(test)]
@@ -182,7 +183,26 @@ mod tests {
     fn tags_from_references() {
         assert_eq!(
             sanitize("docker://127.0.0.1:5000/rhcos/base:8.6"),
-            "docker---127.0.0.1-5000-rhcos-base-8.6"
+            "docker-127.0.0.1-5000-rhcos-base-8.6"
         );
+    }
+
+    /// skopeo refused `oci:W/oci:base-docker---127.0.0.1-…`: derive could
+    /// not pull any docker:// base.
+    #[test]
+    fn docker_base_tags_are_valid_oci_references() {
+        for r in [
+            "docker://127.0.0.1:5000/strata/rhel-coreos-base:8.6",
+            "docker://quay.io/org/base@sha256:0123abcd",
+            "oci:/w/x/../oci:base-8.6",
+        ] {
+            let t = sanitize(r);
+            assert!(
+                !t.contains("--") && !t.contains(".-") && !t.contains("-."),
+                "{t}"
+            );
+            assert!(t.chars().next().unwrap().is_ascii_alphanumeric(), "{t}");
+            assert!(t.chars().last().unwrap().is_ascii_alphanumeric(), "{t}");
+        }
     }
 }
