@@ -114,6 +114,28 @@ pub fn worker_main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     }
 }
 
+/// Copies the objects of `commit` from the repository at `from` into
+/// `into`, trusting them (they come from strata's own repository): what
+/// `ostree pull-local` does, without the fetcher machinery of a pull.
+fn copy_commit(from: &Path, into: &ostree::Repo, commit: &str) -> Result<()> {
+    let cancel = gio::Cancellable::NONE;
+    let source = ostree::Repo::new(&gio::File::for_path(from));
+    source
+        .open(cancel)
+        .with_context(|| format!("opening {}", from.display()))?;
+    let objects = source
+        .traverse_commit(commit, 0, cancel)
+        .with_context(|| format!("listing the objects of {commit}"))?;
+    into.prepare_transaction(cancel)?;
+    for o in &objects {
+        into.import_object_from_with_trust(&source, o.object_type(), o.checksum(), true, cancel)
+            .with_context(|| format!("copying object {}", o.checksum()))?;
+    }
+    into.commit_transaction(cancel)
+        .with_context(|| format!("copying {commit} from {}", from.display()))?;
+    Ok(())
+}
+
 /// True when this process runs in the initial user namespace (as the host's
 /// real users), where a deployment could freeze a host filesystem.
 fn in_initial_user_namespace() -> Result<bool> {
@@ -146,19 +168,16 @@ fn deploy(job: &DeployJob) -> Result<Deployed> {
         .with_context(|| format!("creating the stateroot {}", job.stateroot))?;
     let repo = sysroot.repo();
     // strata writes the GRUB configuration itself; ostree only writes BLS.
+    // The sysroot is thrown away once its content is in the disk images:
+    // nothing it writes needs to reach the disk, and fsync on a busy
+    // machine is most of a deployment's time.
+    repo.set_disable_fsync(true);
     let config = repo.copy_config();
     config.set_string("sysroot", "bootloader", "none");
+    config.set_boolean("core", "fsync", false);
     repo.write_config(&config)
         .context("configuring the sysroot repository")?;
-    let url = format!("file://{}", job.repo.display());
-    repo.pull(
-        &url,
-        &[job.commit.as_str()],
-        ostree::RepoPullFlags::NONE,
-        None,
-        cancel,
-    )
-    .with_context(|| format!("pulling {} from {}", job.commit, job.repo.display()))?;
+    copy_commit(&job.repo, &repo, &job.commit)?;
 
     let origin = glib::KeyFile::new();
     origin.set_string("origin", "container-image-reference", &job.origin_image);

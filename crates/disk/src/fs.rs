@@ -147,6 +147,7 @@ pub fn mkfs_ext4(fs: &Ext4) -> Result<()> {
             .env("SOURCE_DATE_EPOCH", fs.epoch.to_string()),
     )
     .with_context(|| format!("creating the {} filesystem", fs.label))?;
+    tracing::debug!(label = fs.label, "filesystem written");
     Ok(())
 }
 

@@ -199,69 +199,84 @@ fn build_in(
     fs::clamp_times(&sysroot, epoch)?;
     fs::clamp_times(&esp, epoch)?;
     let root_min = layout::root_size_for(fs::content_size(&sysroot)?);
+    tracing::debug!(elapsed = ?started.elapsed(), "sysroot prepared");
 
     let out = stage.join("out");
     std::fs::create_dir_all(&out)?;
-    let mut artifacts = Vec::new();
-    for p in platforms {
-        let t = std::time::Instant::now();
-        let boot_p = stage.join(format!("boot-{}", p.name));
-        fs::copy_tree(&boot, &boot_p)?;
-        platform_boot(&boot_p, p, id, &pretty)?;
-        fs::clamp_times(&boot_p, epoch)?;
-        let raw = stage.join(format!("{}.raw", p.name));
-        let lay = layout::plan(
-            p.sector_size,
-            root_min,
-            opts.size.or(p.fixed_size),
-            &opts.uuids,
-        )?;
-        write_disk(
-            &raw,
-            &lay,
-            &Sources {
-                esp: &esp,
-                boot: &boot_p,
-                root: &sysroot,
-                boot_img: &boot_img,
-                core_img: &core_img,
-                uuids: &opts.uuids,
-                epoch,
-            },
-        )?;
-        let name = format!(
-            "{}-{}-{}.x86_64.{}",
-            id.osname,
-            id.version,
-            p.name,
-            p.extension()
-        );
-        let dest = out.join(&name);
-        match p.format.qemu_img_args() {
-            None => std::fs::rename(&raw, &dest)?,
-            Some(args) => {
-                strata_process::require("qemu-img")?;
-                strata_process::run(
-                    Command::new("qemu-img")
-                        .args(["convert", "-f", "raw"])
-                        .args(args)
-                        .arg(&raw)
-                        .arg(&dest),
-                )?;
-                std::fs::remove_file(&raw)?;
+    // Each artifact is hashed in a thread of its own while the next disk
+    // is written: hashing a raw disk costs about as much as writing it.
+    let mut artifacts = std::thread::scope(|scope| -> Result<Vec<Artifact>> {
+        let mut hashing = Vec::new();
+        for p in platforms {
+            let t = std::time::Instant::now();
+            let boot_p = stage.join(format!("boot-{}", p.name));
+            fs::copy_tree(&boot, &boot_p)?;
+            platform_boot(&boot_p, p, id, &pretty)?;
+            fs::clamp_times(&boot_p, epoch)?;
+            let raw = stage.join(format!("{}.raw", p.name));
+            let lay = layout::plan(
+                p.sector_size,
+                root_min,
+                opts.size.or(p.fixed_size),
+                &opts.uuids,
+            )?;
+            write_disk(
+                &raw,
+                &lay,
+                &Sources {
+                    esp: &esp,
+                    boot: &boot_p,
+                    root: &sysroot,
+                    boot_img: &boot_img,
+                    core_img: &core_img,
+                    uuids: &opts.uuids,
+                    epoch,
+                },
+            )?;
+            let name = format!(
+                "{}-{}-{}.x86_64.{}",
+                id.osname,
+                id.version,
+                p.name,
+                p.extension()
+            );
+            let dest = out.join(&name);
+            match p.format.qemu_img_args() {
+                None => std::fs::rename(&raw, &dest)?,
+                Some(args) => {
+                    strata_process::require("qemu-img")?;
+                    strata_process::run(
+                        Command::new("qemu-img")
+                            .args(["convert", "-f", "raw"])
+                            .args(args)
+                            .arg(&raw)
+                            .arg(&dest),
+                    )?;
+                    std::fs::remove_file(&raw)?;
+                }
             }
+            tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
+            let hash = scope.spawn({
+                let dest = dest.clone();
+                move || hash_file(&dest)
+            });
+            hashing.push((p, dest, hash));
         }
-        let (size, sha256) = hash_file(&dest)?;
-        tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
-        artifacts.push(Artifact {
-            platform: p.name.to_string(),
-            format: p.format.name().to_string(),
-            path: dest,
-            size,
-            sha256,
-            uncompressed_sha256: None,
-        });
-    }
+        hashing
+            .into_iter()
+            .map(|(p, path, hash)| {
+                let (size, sha256) = hash.join().expect("the hashing thread panicked")?;
+                Ok(Artifact {
+                    platform: p.name.to_string(),
+                    format: p.format.name().to_string(),
+                    path,
+                    size,
+                    sha256,
+                    uncompressed_sha256: None,
+                })
+            })
+            .collect()
+    })?;
 
     // Into place: artifacts, then meta.json's images, then stream.json.
     let build_dir = w.build_dir(&id.stream, &id.version);
@@ -438,7 +453,6 @@ fn write_disk(raw: &Path, lay: &layout::Layout, src: &Sources) -> Result<()> {
         f.write_all(&mbr)?;
         f.seek(SeekFrom::Start(bios.start))?;
         f.write_all(&core)?;
-        f.sync_all()?;
     }
     Ok(())
 }
