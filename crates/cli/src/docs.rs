@@ -18,11 +18,12 @@ These rules hold for every command; CI jobs rely on them.
 
 - **stdout carries results.** With `--json` (every command has it), stdout is
   exactly one JSON object on one line; without it, a short human summary.
-  Every JSON object of `compose`, `derive`, `disk`, `build`, `inspect`,
-  `push` and `demo` has `image` (a full `oci:DIR:TAG` or `docker://` reference),
-  `digest` (`sha256:…`, the image manifest's), `version` and
-  `ostree_commit`; `compose`, `derive` and `build` add `changed` (false when
-  the inputs were unchanged and nothing was rebuilt). The shapes are in
+  The objects of `compose`, `disk`, `build`, `inspect`, `push` and `demo`
+  have `image` (a full `oci:DIR:TAG` or `docker://` reference), `digest`
+  (`sha256:…`, the image manifest's), `version` and `ostree_commit`;
+  `derive` has them per release in `releases` (and at the top too with one
+  release manifest). `compose`, `derive` and `build` add `changed` (false
+  when the inputs were unchanged and nothing was rebuilt). The shapes are in
   [formats.md](formats.md#command-output---json).
 - **stderr carries logs**, filtered by `RUST_LOG` (default `info`; e.g.
   `RUST_LOG=debug` shows every external command line, `RUST_LOG=warn`
@@ -57,7 +58,7 @@ pub fn markdown() -> String {
     );
     let _ = writeln!(out, "```\n{}\n```\n", usage(&mut cmd));
     let _ = writeln!(out, "| command | what it does |\n|---|---|");
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+    for sub in cmd.get_subcommands().filter(|s| documented(s)) {
         let _ = writeln!(
             out,
             "| [`strata {}`](#strata-{}) | {} |",
@@ -70,7 +71,7 @@ pub fn markdown() -> String {
     out.push_str(CONTRACT);
     let mut subs: Vec<clap::Command> = cmd
         .get_subcommands()
-        .filter(|s| !s.is_hide_set())
+        .filter(|s| documented(s))
         .cloned()
         .collect();
     for sub in &mut subs {
@@ -78,6 +79,11 @@ pub fn markdown() -> String {
         command(&mut out, sub);
     }
     out
+}
+
+/// Hidden workers and clap's own `help` are not part of the interface.
+fn documented(sub: &clap::Command) -> bool {
+    !sub.is_hide_set() && sub.get_name() != "help"
 }
 
 fn usage(cmd: &mut clap::Command) -> String {
@@ -93,11 +99,7 @@ fn command(out: &mut String, cmd: &mut clap::Command) {
     if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
         let _ = writeln!(out, "{about}\n");
     }
-    let _ = writeln!(
-        out,
-        "```\nstrata {}\n```\n",
-        usage(cmd).trim_start_matches(&name).trim_start()
-    );
+    let _ = writeln!(out, "```\n{}\n```\n", usage(cmd));
     let args: Vec<&clap::Arg> = cmd
         .get_arguments()
         .filter(|a| !a.is_hide_set() && a.get_id() != "help" && a.get_id() != "version")
@@ -147,6 +149,9 @@ fn meaning(a: &clap::Arg) -> String {
         .or(a.get_help())
         .map(|h| h.to_string().replace('\n', " "))
         .unwrap_or_default();
+    if !m.is_empty() && !m.ends_with('.') {
+        m.push('.');
+    }
     if a.is_required_set() {
         m.push_str(" Required.");
     }

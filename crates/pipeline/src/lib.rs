@@ -246,11 +246,20 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         }
     }
 
+    // The caller's SOURCE_DATE_EPOCH, read once: compose sets the variable
+    // in this process for librpm, and derive must not take the base's time
+    // for its own (each stage defaults to its inputs' newest time, as when
+    // run by hand).
+    let sde: Option<u64> = std::env::var("SOURCE_DATE_EPOCH")
+        .ok()
+        .and_then(|s| s.parse().ok());
+
     let name = format!("base {}", stage_name(&pipeline.base));
     opts.event("compose", &name, State::Started);
     let composed = strata_compose::compose(
         &strata_compose::ComposeOptions::new(&pipeline.base.manifest, &opts.workdir)
-            .vars(vars.clone()),
+            .vars(vars.clone())
+            .source_date_epoch(sde),
     )
     .with_context(|| format!("composing {}", pipeline.base.manifest.display()))?;
     opts.event(
@@ -285,7 +294,8 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             manifests,
             opts.derive_worker.derive(),
         )
-        .vars(vars),
+        .vars(vars)
+        .source_date_epoch(sde),
     )
     .context("deriving the releases")?;
     if derived.len() != pipeline.releases.len() {
