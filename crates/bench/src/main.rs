@@ -17,6 +17,9 @@
 //!   the previous manifest as its prior build. For each tool: the bytes a
 //!   client holding the first image downloads, against the compressed size
 //!   of the changed packages.
+//! - disk (issue 6): `strata disk` (metal) of the first commit against a
+//!   script doing `ostree admin deploy` (user namespace, tmpfs /boot) +
+//!   sfdisk + mkfs on the same commit (see `disk.rs`); and time per GB.
 //!
 //! compose's wall-clock time includes its own encapsulation; the
 //! compose-to-commit time is that minus strata's encapsulation of the same
@@ -32,11 +35,20 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use strata_testdistro::{Fixture, SNAPSHOTS};
 
+mod disk;
+
 const SCALE: usize = 300;
 /// The stream the demo manifest composes.
 const STREAM: &str = "rhel-8.6";
 
 fn main() -> Result<()> {
+    if let Some(code) = disk::serve_worker() {
+        return if code == std::process::ExitCode::SUCCESS {
+            Ok(())
+        } else {
+            anyhow::bail!("the disk deploy worker failed")
+        };
+    }
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
     let fixture = Fixture::generate(
         &target.join("strata-bench-fixture"),
@@ -249,6 +261,7 @@ fn main() -> Result<()> {
     for l in &strata_diff.layers_added {
         println!("    {:>8.2} MiB  {}", mib(l.size), describe(&l.components));
     }
+    disk::bench(&workdir, &v1.image, &v1.ostree_commit, dir)?;
     Ok(())
 }
 

@@ -1,0 +1,121 @@
+//! The disk benchmark (issue 6): `strata disk` for the metal platform
+//! against a script doing what a user would otherwise run on the same
+//! commit: `ostree admin deploy` into a fresh sysroot (in `unshare --user
+//! --mount`, /boot on a tmpfs: a deployment freezes the filesystem holding
+//! /boot), then sfdisk, mkfs.vfat + mcopy and `mkfs.ext4 -d` for boot and
+//! root at their offsets in a disk file of the same size. The baseline
+//! installs no bootloader and writes no metadata: it is the floor of the
+//! work, not a complete disk. Also prints strata's time per GB of content.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+/// The bench binary is its own deploy worker: `strata-bench __disk-worker JOB OUT`.
+pub const WORKER_ARG: &str = "__disk-worker";
+
+/// Serves a deploy job when the binary was started as the worker.
+pub fn serve_worker() -> Option<std::process::ExitCode> {
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    match args.split_first() {
+        Some((first, rest)) if first == WORKER_ARG => Some(strata_disk::worker_main(rest.to_vec())),
+        _ => None,
+    }
+}
+
+const BASELINE: &str = r#"set -eu
+repo=$1 commit=$2 work=$3 disk=$4 size=$5
+S=$work/sysroot
+mkdir -p "$S"
+unshare --user --map-root-user --mount sh -eu -c '
+  S=$1; mkdir -p "$S/boot"; mount -t tmpfs tmpfs "$S/boot"
+  ostree admin init-fs --modern "$S" >/dev/null
+  ostree admin os-init rhcos --sysroot="$S" >/dev/null
+  ostree --repo="$S/ostree/repo" pull-local "$2" "$3" >/dev/null
+  ostree admin deploy --sysroot="$S" --os=rhcos --karg=rw --karg=console=ttyS0,115200n8 "$3" >/dev/null
+  cp -a "$S/boot" "$4/boot"' sh "$S" "$repo" "$commit" "$work"
+dep=$(ls -d "$S"/ostree/deploy/rhcos/deploy/*.0)
+mkdir -p "$work/esp" && cp -r "$dep/usr/lib/bootupd/updates/EFI" "$work/esp/"
+truncate -s "$size" "$disk"
+printf 'label: gpt\nstart=2048, size=2048, type=21686148-6449-6E6F-744E-656564454649\nsize=260096, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B\nsize=786432, type=BC13C2FF-59E6-4262-A352-B275FD6F7172\ntype=4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709\n' | sfdisk --quiet "$disk"
+mkfs.vfat -F 32 -s 1 -n EFI-SYSTEM --offset=4096 "$disk" 130048 >/dev/null
+mcopy -s -i "$disk@@2097152" "$work/esp/EFI" ::/
+rootsize=$(( (size - 1050624 * 512 - 1048576) / 4096 ))
+unshare --user --map-root-user mkfs.ext4 -q -F -b 4096 -L boot -E offset=135266304 -d "$work/boot" "$disk" 98304
+unshare --user --map-root-user mkfs.ext4 -q -F -b 4096 -L root -E offset=537919488 -d "$S" "$disk" "$rootsize"
+"#;
+
+/// Runs both sides on the image `image` of `workdir` (commit `commit`) and
+/// prints the section.
+pub fn bench(workdir: &Path, image: &str, commit: &str, dir: &Path) -> Result<()> {
+    eprintln!("bench: strata disk (metal)");
+    let exe = std::env::current_exe().context("finding the bench executable")?;
+    let mut worker = Command::new(exe);
+    worker.arg(WORKER_ARG);
+    let opts = strata_disk::DiskOptions::new(workdir, image, vec!["metal".into()], worker);
+    let (strata, r) = timed(|| strata_disk::build(&opts))?;
+    let raw = &r.artifacts[0];
+
+    eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
+    let work = dir.join("disk-baseline");
+    std::fs::create_dir_all(&work)?;
+    let disk = work.join("disk.raw");
+    let (baseline, _) = timed(|| {
+        Ok(strata_process::run(
+            Command::new("sh")
+                .arg("-c")
+                .arg(BASELINE)
+                .arg("sh")
+                .arg(workdir.join("repo"))
+                .arg(commit)
+                .arg(&work)
+                .arg(&disk)
+                .arg(raw.size.to_string()),
+        )?)
+    })?;
+    let content = strata_disk::fs::content_size(&work.join("sysroot"))?;
+    let gb = content as f64 / 1e9;
+
+    println!();
+    println!(
+        "disk image (metal, raw {:.0} MiB) of that commit, {:.0} MiB of files in the sysroot",
+        mib(raw.size),
+        mib(content)
+    );
+    row("strata disk (deploy, GRUB, metadata)", secs(strata), "s");
+    row(
+        "baseline: ostree admin deploy + sfdisk + mkfs",
+        secs(baseline),
+        "s",
+    );
+    ratio(
+        "ratio baseline/strata (above 1: strata is faster)",
+        secs(baseline) / secs(strata),
+    );
+    row("strata per GB of content", secs(strata) / gb, "s/GB");
+    Ok(())
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(Duration, T)> {
+    let start = Instant::now();
+    let t = f()?;
+    Ok((start.elapsed(), t))
+}
+
+fn row(what: &str, value: f64, unit: &str) {
+    println!("  {what:<52} {value:>8.2} {unit}");
+}
+
+fn ratio(what: &str, value: f64) {
+    println!("  {what:<52} {value:>8.2}x");
+}
