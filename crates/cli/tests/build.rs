@@ -1,0 +1,507 @@
+//! `strata build` of the demo pipeline as CI runs it (the binary, `--json`),
+//! on a copy of the fixture distribution:
+//!
+//! 1. the first build: every stage builds, one release record;
+//! 2. again, nothing changed: nothing rebuilds, exit 0, `changed: false`
+//!    everywhere, the history untouched;
+//! 3. three "machines" sharing only a registry on 127.0.0.1: compose + push
+//!    in one workdir, derive from the registry + push in a second, disks
+//!    from the registry in a third — the same digests, commits and disks as
+//!    the single-workdir build (disks: the same commit and image; their
+//!    bytes name the image as pulled); then `build --push` finds every
+//!    image in the registry already;
+//! 4. one release repo updated (a rebuilt kubelet in rhocp-4.13): only that
+//!    release's derive and disks rebuild.
+//!
+//! Every `--json` output is checked against the shapes in docs/formats.md.
+//! One test, in order: each step needs the state the previous one left.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::Value;
+use strata_testdistro::peers::Registry;
+use strata_testdistro::spec::{FileSpec, PkgSpec};
+use strata_testdistro::{Fixture, Signing};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn demo(name: &str) -> PathBuf {
+    repo_root().join("manifests/demo").join(name)
+}
+
+/// Runs `strata ARGS… --json`: exit 0 and one JSON object on stdout.
+fn strata_json(args: &[&str]) -> Value {
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .arg("--json")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    eprintln!("strata {} ({:?})", args.join(" "), t.elapsed());
+    assert!(
+        out.status.success(),
+        "strata {}: {:?}\n{}",
+        args.join(" "),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.trim_end().lines().count(), 1, "one line: {text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The `json shape:NAME` blocks of docs/formats.md.
+fn shapes() -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(repo_root().join("docs/formats.md")).unwrap();
+    let mut out = BTreeMap::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(name) = line.strip_prefix("```json shape:") else {
+            continue;
+        };
+        let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        let v: Value = serde_json::from_str(&body.join("\n"))
+            .unwrap_or_else(|e| panic!("docs/formats.md shape {name}: {e}"));
+        out.insert(name.trim().to_string(), v);
+    }
+    out
+}
+
+/// Where `value` does not have the documented shape `template`.
+fn mismatches(
+    value: &Value,
+    template: &Value,
+    shapes: &BTreeMap<String, Value>,
+    at: &str,
+) -> Vec<String> {
+    match template {
+        Value::String(types) => {
+            let fits = types.split('|').any(|t| match t {
+                "string" => value.is_string(),
+                "number" => value.is_number(),
+                "bool" => value.is_boolean(),
+                "null" => value.is_null(),
+                "object" => value.is_object(),
+                "array" => value.is_array(),
+                named => {
+                    let name = named.strip_prefix('@').expect("a type or @shape");
+                    let shape = shapes
+                        .get(name)
+                        .unwrap_or_else(|| panic!("no shape {name}"));
+                    mismatches(value, shape, shapes, at).is_empty()
+                }
+            });
+            if fits {
+                vec![]
+            } else {
+                let mut why = vec![format!("{at}: {value} is not {types}")];
+                for named in types.split('|').filter_map(|t| t.strip_prefix('@')) {
+                    why.extend(mismatches(value, &shapes[named], shapes, at));
+                }
+                why
+            }
+        }
+        Value::Object(keys) => match value.as_object() {
+            None => vec![format!("{at}: not an object")],
+            Some(obj) => keys
+                .iter()
+                .flat_map(|(k, t)| match obj.get(k) {
+                    None => vec![format!("{at}.{k}: missing")],
+                    Some(v) => mismatches(v, t, shapes, &format!("{at}.{k}")),
+                })
+                .collect(),
+        },
+        Value::Array(t) => match value.as_array() {
+            None => vec![format!("{at}: not an array")],
+            Some(items) => items
+                .iter()
+                .enumerate()
+                .flat_map(|(i, v)| mismatches(v, &t[0], shapes, &format!("{at}[{i}]")))
+                .collect(),
+        },
+        other => panic!("bad shape {other}"),
+    }
+}
+
+fn assert_shape(value: &Value, shape: &str) {
+    let shapes = shapes();
+    let template = shapes
+        .get(shape)
+        .unwrap_or_else(|| panic!("no shape {shape}"));
+    let wrong = mismatches(value, template, &shapes, shape);
+    assert!(wrong.is_empty(), "{}\n{value:#}", wrong.join("\n"));
+}
+
+/// The fixture, hard-linked into `dir`: its rhocp-4.13 repo will change.
+fn fixture_copy(dir: &Path) -> PathBuf {
+    let f = Fixture::for_tests().expect("the fixture distribution");
+    let copy = dir.join("fixture");
+    let status = Command::new("cp")
+        .arg("-al")
+        .arg(&f.root)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    copy
+}
+
+/// Replaces the fixture's rhocp-4.13 repo with one where openshift-kubelet
+/// is rebuilt (a newer release, signed with the release key).
+fn rebuild_kubelet_413(fixture: &Path) {
+    let repo = fixture.join("rhocp-4.13-for-rhel-8");
+    let new = fixture.join("rhocp-4.13-for-rhel-8.new");
+    let mut kubelet = PkgSpec::new(
+        "openshift-kubelet",
+        "4.13.0",
+        "202612010000.p0.rhaos4.13.el8",
+    )
+    .requires(&["cri-o", "cri-tools", "util-linux"])
+    .files([
+        FileSpec::file(
+            "/usr/bin/kubelet",
+            b"#!/bin/sh\necho kubelet 4.13 rebuilt\n".to_vec(),
+            0o755,
+        ),
+        FileSpec::dir("/etc/kubernetes", 0o755),
+        FileSpec::dir("/etc/kubernetes/manifests", 0o755),
+    ]);
+    kubelet.build_time = 1_764_547_200;
+    Fixture::build_repo(&new, &[kubelet], Signing::Release).unwrap();
+    for e in std::fs::read_dir(repo.join("Packages")).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("openshift-kubelet-") {
+            std::fs::hard_link(e.path(), new.join("Packages").join(&name)).unwrap();
+        }
+    }
+    let status = Command::new("createrepo_c")
+        .args(["--no-database", "--quiet"])
+        .arg(&new)
+        .status()
+        .expect("createrepo_c (Debian package createrepo-c)");
+    assert!(status.success());
+    std::fs::remove_dir_all(&repo).unwrap();
+    std::fs::rename(&new, &repo).unwrap();
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+fn release<'a>(build: &'a Value, r: &str) -> &'a Value {
+    build["releases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["release"] == r)
+        .unwrap_or_else(|| panic!("no release {r}"))
+}
+
+/// Every file under `dir` with its size and mtime.
+fn listing(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), (m.len(), m.modified().unwrap()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn build_pipeline_end_to_end_then_nothing_then_one_release() {
+    let started = Instant::now();
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = fixture_copy(tmp.path());
+    let fixture_var = format!("fixture={}", fixture.display());
+    let pipeline = demo("pipeline.yaml");
+    let w0 = tmp.path().join("w0");
+    let build = |extra: &[&str]| {
+        let mut args = vec![
+            "build",
+            pipeline.to_str().unwrap(),
+            "--workdir",
+            w0.to_str().unwrap(),
+            "--var",
+            &fixture_var,
+        ];
+        args.extend_from_slice(extra);
+        strata_json(&args)
+    };
+
+    // 1. Everything builds.
+    let first = build(&[]);
+    assert_shape(&first, "build");
+    assert_eq!(first["changed"], true);
+    assert_eq!(first["base"]["changed"], true);
+    assert_eq!(first["name"], "rhcos-demo");
+    assert_eq!(first["digest"], first["base"]["digest"]);
+    assert_eq!(first["base"]["disks"], Value::Null, "no base platforms");
+    for r in ["4.12", "4.13"] {
+        let rel = release(&first, r);
+        assert_eq!(rel["changed"], true, "{r}");
+        assert_eq!(rel["base_digest"], first["base"]["digest"]);
+        assert!(s(&rel["version"]).starts_with(&format!("4{}.86.", &r[2..])));
+        let disks = &rel["disks"];
+        assert_eq!(disks["changed"], true);
+        let platforms: Vec<&str> = disks["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| s(&a["platform"]))
+            .collect();
+        assert_eq!(platforms, ["qemu", "metal"]);
+        for a in disks["artifacts"].as_array().unwrap() {
+            assert!(Path::new(s(&a["path"])).exists());
+        }
+        let meta: Value = serde_json::from_slice(
+            &std::fs::read(Path::new(s(&rel["build_dir"])).join("meta.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(meta["package_diff"]["previous"], Value::Null);
+        assert_eq!(
+            meta["images"]["qemu"]["sha256"],
+            disks["artifacts"][0]["sha256"]
+        );
+    }
+    assert_eq!(first["release_id"], "release-rhcos-demo/1");
+    assert_eq!(first["release_changed"], true);
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(s(&first["release_json"])).unwrap()).unwrap();
+    assert_eq!(record["base"]["digest"], first["base"]["digest"]);
+    assert_eq!(record["base"]["version"], first["base"]["version"]);
+    for r in ["4.12", "4.13"] {
+        let rel = release(&first, r);
+        assert_eq!(record["releases"][r]["digest"], rel["digest"]);
+        assert_eq!(record["releases"][r]["version"], rel["version"]);
+        assert_eq!(
+            record["releases"][r]["bootimages"]["qemu"]["sha256"],
+            rel["disks"]["artifacts"][0]["sha256"]
+        );
+    }
+    eprintln!("step 1 (first build) done at {:?}", started.elapsed());
+
+    // 2. Nothing changed: nothing rebuilds, nothing is recorded.
+    let history = std::fs::read(w0.join("builds/builds.json")).unwrap();
+    let files = listing(&w0.join("builds"));
+    let t = Instant::now();
+    let again = build(&[]);
+    assert!(t.elapsed().as_secs() < 60, "a no-op took {:?}", t.elapsed());
+    assert_shape(&again, "build");
+    assert_eq!(again["changed"], false, "{again:#}");
+    assert_eq!(again["base"]["changed"], false);
+    assert_eq!(again["release_changed"], false);
+    assert_eq!(again["release_id"], first["release_id"]);
+    for r in ["4.12", "4.13"] {
+        let rel = release(&again, r);
+        assert_eq!(rel["changed"], false);
+        assert_eq!(rel["disks"]["changed"], false);
+        assert_eq!(rel["digest"], release(&first, r)["digest"]);
+        assert_eq!(
+            rel["disks"]["artifacts"],
+            release(&first, r)["disks"]["artifacts"]
+        );
+    }
+    assert_eq!(
+        std::fs::read(w0.join("builds/builds.json")).unwrap(),
+        history
+    );
+    assert_eq!(listing(&w0.join("builds")), files, "no file written");
+    eprintln!("step 2 (no-op) done at {:?}", started.elapsed());
+
+    // 3. Three machines that share only a registry.
+    let registry = Registry::start().expect("docker-registry");
+    let base_ref = registry.reference("strata/rhel-coreos-base:8.6");
+    let node_ref = registry.reference("strata/rhel-coreos:{release}");
+    let (w1, w2, w3) = (
+        tmp.path().join("w1"),
+        tmp.path().join("w2"),
+        tmp.path().join("w3"),
+    );
+    let composed = strata_json(&[
+        "compose",
+        demo("rhel-8.6.yaml").to_str().unwrap(),
+        "--workdir",
+        w1.to_str().unwrap(),
+        "--var",
+        &fixture_var,
+        "--push",
+        &base_ref,
+        "--tls-verify=false",
+    ]);
+    assert_shape(&composed, "compose");
+    assert_eq!(composed["digest"], first["base"]["digest"]);
+    assert_eq!(composed["ostree_commit"], first["base"]["ostree_commit"]);
+    assert_eq!(composed["pushed"]["changed"], true);
+
+    let derived = strata_json(&[
+        "derive",
+        "--workdir",
+        w2.to_str().unwrap(),
+        "--base",
+        &base_ref,
+        demo("ocp-4.12.yaml").to_str().unwrap(),
+        demo("ocp-4.13.yaml").to_str().unwrap(),
+        "--var",
+        &fixture_var,
+        "--push",
+        &node_ref,
+        "--tls-verify=false",
+    ]);
+    assert_shape(&derived, "derive");
+    for r in ["4.12", "4.13"] {
+        let d = release(&derived, r);
+        let single = release(&first, r);
+        assert_eq!(
+            d["digest"], single["digest"],
+            "{r}: same image on two machines"
+        );
+        assert_eq!(d["ostree_commit"], single["ostree_commit"]);
+        assert_eq!(d["version"], single["version"]);
+        assert_eq!(d["base_digest"], first["base"]["digest"]);
+        assert_eq!(
+            s(&d["pushed"]["destination"]),
+            node_ref.replace("{release}", r)
+        );
+    }
+
+    let node_413 = node_ref.replace("{release}", "4.13");
+    let disk = strata_json(&[
+        "disk",
+        "--workdir",
+        w3.to_str().unwrap(),
+        "--image",
+        &node_413,
+        "--platform",
+        "qemu,metal",
+        "--tls-verify=false",
+    ]);
+    assert_shape(&disk, "disk");
+    let single = release(&first, "4.13");
+    assert_eq!(disk["digest"], single["digest"]);
+    assert_eq!(disk["ostree_commit"], single["ostree_commit"]);
+    assert_eq!(disk["openshift_version"], "4.13");
+    // Not the same bytes: the aleph file and the deployment's origin name
+    // the image as each machine pulled it. The same commit and image, and
+    // the same platforms.
+    let platforms = |artifacts: &Value| -> Vec<String> {
+        artifacts
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| s(&a["platform"]).to_string())
+            .collect()
+    };
+    assert_eq!(
+        platforms(&disk["artifacts"]),
+        platforms(&single["disks"]["artifacts"])
+    );
+    let meta3: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(s(&disk["build_dir"])).join("meta.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        meta3["coreos-assembler.image-config"]["ostree-commit"],
+        single["ostree_commit"]
+    );
+
+    let inspected = strata_json(&["inspect", &node_413, "--tls-verify=false"]);
+    assert_shape(&inspected, "inspect");
+    assert_eq!(inspected["digest"], single["digest"]);
+    let fixture_json = strata_json(&["fixture", "--out", fixture.to_str().unwrap()]);
+    assert_shape(&fixture_json, "fixture");
+
+    // The single workdir pushes too: the registry has every digest already.
+    let registry_var = format!("registry={}/strata", registry.addr);
+    let pushed = build(&["--var", &registry_var, "--push", "--tls-verify=false"]);
+    assert_shape(&pushed, "build");
+    assert_eq!(pushed["base"]["changed"], false);
+    assert_eq!(
+        pushed["base"]["pushed"]["changed"], false,
+        "compose pushed it"
+    );
+    for r in ["4.12", "4.13"] {
+        let rel = release(&pushed, r);
+        assert_eq!(rel["changed"], false);
+        assert_eq!(rel["pushed"]["changed"], false, "derive pushed it");
+        assert_eq!(
+            s(&rel["pushed"]["pullspec"]),
+            format!("{}/strata/rhel-coreos@{}", registry.addr, s(&rel["digest"]))
+        );
+    }
+    assert_eq!(
+        pushed["release_changed"], true,
+        "the record gains pullspecs"
+    );
+    assert_eq!(pushed["release_id"], "release-rhcos-demo/2");
+    drop(registry);
+    eprintln!("step 3 (three machines) done at {:?}", started.elapsed());
+
+    // 4. One release repo updated: only that release rebuilds.
+    rebuild_kubelet_413(&fixture);
+    let disks_412: Vec<PathBuf> = release(&first, "4.12")["disks"]["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| PathBuf::from(s(&a["path"])))
+        .collect();
+    let before_412 = listing(Path::new(s(&release(&first, "4.12")["build_dir"])));
+    let updated = build(&[]);
+    assert_shape(&updated, "build");
+    assert_eq!(updated["changed"], true);
+    assert_eq!(updated["base"]["changed"], false);
+    assert_eq!(updated["base"]["digest"], first["base"]["digest"]);
+    let (u12, u13) = (release(&updated, "4.12"), release(&updated, "4.13"));
+    assert_eq!(u12["changed"], false);
+    assert_eq!(u12["disks"]["changed"], false);
+    assert_eq!(u12["digest"], release(&first, "4.12")["digest"]);
+    assert_eq!(u13["changed"], true);
+    assert_eq!(u13["disks"]["changed"], true);
+    assert_ne!(u13["digest"], release(&first, "4.13")["digest"]);
+    assert!(s(&u13["version"]).ends_with("-1"), "{}", u13["version"]);
+    for p in &disks_412 {
+        assert!(p.exists());
+    }
+    assert_eq!(
+        listing(Path::new(s(&release(&first, "4.12")["build_dir"]))),
+        before_412,
+        "4.12's build untouched"
+    );
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(Path::new(s(&u13["build_dir"])).join("meta.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        meta["package_diff"]["previous"],
+        release(&first, "4.13")["version"]
+    );
+    assert_eq!(
+        meta["package_diff"]["changed"],
+        serde_json::json!([
+            "openshift-kubelet-4.13.0-202610200000.p0.rhaos4.13.el8.x86_64 -> openshift-kubelet-4.13.0-202612010000.p0.rhaos4.13.el8.x86_64"
+        ])
+    );
+    assert_eq!(updated["release_id"], "release-rhcos-demo/3");
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(s(&updated["release_json"])).unwrap()).unwrap();
+    assert_eq!(record["releases"]["4.13"]["digest"], u13["digest"]);
+    assert_eq!(record["releases"]["4.12"]["digest"], u12["digest"]);
+    eprintln!(
+        "step 4 (one release updated) done at {:?}",
+        started.elapsed()
+    );
+}
