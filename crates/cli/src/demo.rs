@@ -142,15 +142,28 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
         w.join("builds/builds.json").display()
     );
     println!("    release record       {}", result.release.path.display());
-    println!(
-        "  try: strata inspect --workdir {} {}",
-        w.display(),
-        result
-            .releases
-            .last()
-            .map(|r| r.image.image.as_str())
-            .unwrap_or(result.base.image.as_str())
-    );
+    if let Some(last) = result.releases.last() {
+        let tag = last
+            .image
+            .image
+            .rsplit(':')
+            .next()
+            .unwrap_or(&last.image.image);
+        println!("  try");
+        println!("    strata inspect --workdir {} {tag}", w.display());
+        if let Some(qcow2) = last
+            .image
+            .disks
+            .iter()
+            .flat_map(|d| &d.artifacts)
+            .find(|a| a.platform == "qemu")
+        {
+            println!(
+                "    qemu-system-x86_64 -m 1024 -nographic -snapshot -drive file={}",
+                qcow2.path.display()
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
