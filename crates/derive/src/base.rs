@@ -79,9 +79,7 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
         }
     };
     let local = ImageRef::oci(&oci, &tag);
-    let repo = ostree::Repo::new_for_path(wd.repo());
-    repo.open(ostree::gio::Cancellable::NONE)
-        .with_context(|| format!("opening {}", wd.repo().display()))?;
+    let repo = wd.ostree_repo()?;
     if repo.load_commit(&commit).is_err() {
         tracing::info!("importing base commit {commit} from {reference}");
         strata_oscontainer::import(&local, &wd.repo(), &Default::default())

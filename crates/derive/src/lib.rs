@@ -349,7 +349,7 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
                     prev.image_tag.as_deref().unwrap_or_default(),
                 )
             }
-            (None, Some(upper)) => finish(&wd, &base, p, upper)
+            (None, Some(upper)) => finish(&wd, &base, p, upper, &lower)
                 .with_context(|| format!("deriving {}", p.manifest_path.display()))?,
             (None, None) => unreachable!("every changed release was built"),
         };
@@ -751,7 +751,6 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
         p.packages.len()
     );
     worker::run(&opts.worker, &job, staging)?;
-    prune_unchanged(&upper, lower)?;
     Ok(upper)
 }
 
@@ -803,30 +802,36 @@ fn os_release_values(
 /// left empty that the base has too (copied up for a device node or `/var`
 /// content that was removed again). Opaque directories stay: they hide
 /// the base's content.
-fn prune_unchanged(upper: &Path, lower: &Path) -> Result<()> {
+fn prune_unchanged(upper: &Path, lower: &Path, base: &BaseTree) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
-    fn same_file(a: &Path, b: &Path) -> Result<bool> {
+    fn same_file(a: &Path, b: &Path, rel: &Path, base: &BaseTree) -> Result<bool> {
         let (ma, mb) = match (fs::symlink_metadata(a), fs::symlink_metadata(b)) {
             (Ok(ma), Ok(mb)) => (ma, mb),
             _ => return Ok(false),
         };
+        // The checkout's inode may differ from the commit (bare-user adds
+        // an owner read bit): compare with the commit's own metadata.
+        let Some((uid, gid, mode)) = base.meta(rel) else {
+            return Ok(false);
+        };
         let same_meta = ma.file_type().is_file()
             && mb.file_type().is_file()
             && ma.len() == mb.len()
-            && ma.mode() == mb.mode()
-            && (ma.uid(), ma.gid()) == (mb.uid(), mb.gid());
+            && ma.mode() & 0o7777 == mode & 0o7777
+            && (ma.uid(), ma.gid()) == (uid, gid);
         Ok(same_meta && fs::read(a)? == fs::read(b)?)
     }
-    fn walk(dir: &Path, upper: &Path, lower: &Path) -> Result<bool> {
+    fn walk(dir: &Path, upper: &Path, lower: &Path, base: &BaseTree) -> Result<bool> {
         let mut empty = true;
         let mut entries: Vec<_> = fs::read_dir(dir)?.collect::<std::io::Result<_>>()?;
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let path = e.path();
-            let in_lower = lower.join(path.strip_prefix(upper).expect("under upper"));
+            let rel = path.strip_prefix(upper).expect("under upper");
+            let in_lower = lower.join(rel);
             let ft = e.file_type()?;
             if ft.is_dir() {
-                if walk(&path, upper, lower)?
+                if walk(&path, upper, lower, base)?
                     && in_lower.is_dir()
                     && !in_lower.is_symlink()
                     && !is_opaque(&path)
@@ -834,7 +839,7 @@ fn prune_unchanged(upper: &Path, lower: &Path) -> Result<()> {
                     fs::remove_dir(&path)?;
                     continue;
                 }
-            } else if ft.is_file() && same_file(&path, &in_lower)? {
+            } else if ft.is_file() && same_file(&path, &in_lower, rel, base)? {
                 fs::remove_file(&path)?;
                 continue;
             }
@@ -842,8 +847,41 @@ fn prune_unchanged(upper: &Path, lower: &Path) -> Result<()> {
         }
         Ok(empty)
     }
-    walk(upper, upper, lower)?;
+    walk(upper, upper, lower, base)?;
     Ok(())
+}
+
+/// uid, gid and mode of `rel` in the base commit (the checkout's inodes
+/// carry the repository's owner, and an owner-read bit bare-user adds).
+struct BaseTree {
+    root: ostree::gio::File,
+}
+
+impl BaseTree {
+    fn open(repo: &ostree::Repo, commit: &str) -> Result<Self> {
+        let (root, _) = repo
+            .read_commit(commit, ostree::gio::Cancellable::NONE)
+            .with_context(|| format!("reading base commit {commit}"))?;
+        Ok(Self { root })
+    }
+
+    fn meta(&self, rel: &Path) -> Option<(u32, u32, u32)> {
+        use ostree::gio::prelude::FileExt;
+        let info = self
+            .root
+            .resolve_relative_path(rel)
+            .query_info(
+                "unix::uid,unix::gid,unix::mode",
+                ostree::gio::FileQueryInfoFlags::NOFOLLOW_SYMLINKS,
+                ostree::gio::Cancellable::NONE,
+            )
+            .ok()?;
+        Some((
+            info.attribute_uint32("unix::uid"),
+            info.attribute_uint32("unix::gid"),
+            info.attribute_uint32("unix::mode"),
+        ))
+    }
 }
 
 /// Whether overlay marked the directory opaque (it replaces a deleted one).
@@ -856,7 +894,9 @@ fn is_opaque(path: &Path) -> bool {
 
 /// Turns the upper dir into the derived image and commit, and records the
 /// build.
-fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path) -> Result<DeriveResult> {
+fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Result<DeriveResult> {
+    let repo = wd.ostree_repo()?;
+    prune_unchanged(upper, lower, &BaseTree::open(&repo, &base.commit)?)?;
     let tag = format!("{}-{}", p.stream, p.version);
     let mut components: Vec<String> = p.packages.iter().map(|x| x.name.clone()).collect();
     components.sort();

@@ -11,6 +11,7 @@ use strata_compose::{compose, ComposeOptions, ComposeResult};
 use strata_derive::{derive, DeriveOptions, DeriveResult, WorkerCommand};
 use strata_manifest::Vars;
 use strata_oscontainer::{ImageRef, TransportOptions};
+use strata_testdistro::peers::{ostree_ext_client, Registry};
 use strata_testdistro::spec::{FileSpec, PkgSpec};
 use strata_testdistro::Fixture;
 
@@ -32,21 +33,36 @@ fn worker() -> WorkerCommand {
     WorkerCommand::new(env!("CARGO_BIN_EXE_strata-derive-worker"))
 }
 
-/// The demo base, composed once (in this process: librpm chroots the
-/// process during the install, so nothing else may run meanwhile — every
-/// test waits here first).
-fn base() -> &'static (tempfile::TempDir, ComposeResult) {
-    static BASE: OnceLock<(tempfile::TempDir, ComposeResult)> = OnceLock::new();
-    BASE.get_or_init(|| {
+/// The demo base, and the base of the z-stream snapshot, composed once
+/// into one workdir (in this process: librpm chroots the process during
+/// the install, so nothing else may run meanwhile — every test waits here
+/// first).
+fn bases() -> &'static (tempfile::TempDir, ComposeResult, ComposeResult) {
+    static BASES: OnceLock<(tempfile::TempDir, ComposeResult, ComposeResult)> = OnceLock::new();
+    BASES.get_or_init(|| {
         let w = tempfile::tempdir().unwrap();
-        let r = compose(
-            &ComposeOptions::new(demo("rhel-8.6.yaml"), w.path())
-                .vars(vars())
-                .source_date_epoch(None),
-        )
-        .unwrap();
-        (w, r)
+        let compose_snapshot = |snapshot: &str| {
+            let v = Vars::from_assignments([
+                format!("fixture={}", fixture().root.display()),
+                format!("snapshot={snapshot}"),
+            ])
+            .unwrap();
+            compose(
+                &ComposeOptions::new(demo("rhel-8.6.yaml"), w.path())
+                    .vars(v)
+                    .source_date_epoch(None),
+            )
+            .unwrap()
+        };
+        let first = compose_snapshot("20261101");
+        let zstream = compose_snapshot("20261115");
+        (w, first, zstream)
     })
+}
+
+fn base() -> (&'static tempfile::TempDir, &'static ComposeResult) {
+    let (w, b, _) = bases();
+    (w, b)
 }
 
 /// A workdir of its own holding the demo base (hard links: ostree objects
@@ -74,8 +90,17 @@ fn derive_in(
     overrides: &[PathBuf],
 ) -> anyhow::Result<Vec<DeriveResult>> {
     let (_, b) = base();
+    derive_on(w, &b.image_tag(), manifests, overrides)
+}
+
+fn derive_on(
+    w: &Path,
+    base: &str,
+    manifests: &[PathBuf],
+    overrides: &[PathBuf],
+) -> anyhow::Result<Vec<DeriveResult>> {
     derive(
-        &DeriveOptions::new(w, b.image_tag(), manifests.to_vec(), worker())
+        &DeriveOptions::new(w, base, manifests.to_vec(), worker())
             .vars(vars())
             .overrides(overrides.to_vec())
             .source_date_epoch(None),
@@ -225,7 +250,7 @@ fn unchanged_inputs_rebuild_nothing_and_rebuilds_are_byte_identical() {
     let (w, first) = derived();
     let again = derive_in(w.path(), &both(), &[]).unwrap();
     for (a, b) in first.iter().zip(&again) {
-        assert!(!b.changed);
+        assert!(!b.changed, "inputhash {} then {}", a.inputhash, b.inputhash);
         assert_eq!((&a.version, &a.digest), (&b.version, &b.digest));
     }
     let fresh = workdir_with_base();
@@ -383,4 +408,119 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         .packages
         .iter()
         .any(|p| p.starts_with("libseccomp-2.5.3")));
+}
+
+/// The root tree of a commit as ostree-ext's client reports it:
+/// `contents:meta` checksums.
+fn root_tree(repo: &Path, commit: &str) -> String {
+    let repo = ostree::Repo::new_for_path(repo);
+    repo.open(ostree::gio::Cancellable::NONE).unwrap();
+    let (v, _) = repo.load_commit(commit).unwrap();
+    let hex = |i| hex::encode(v.child_value(i).data_as_bytes());
+    format!("{}:{}", hex(6), hex(7))
+}
+
+fn insecure() -> TransportOptions {
+    let mut t = TransportOptions::default();
+    t.tls_verify = false;
+    t
+}
+
+#[test]
+fn the_real_client_imports_and_deploys_a_derived_image_and_a_registry_base_derives_the_same() {
+    let (_, b) = base();
+    let (w, results) = derived();
+    let r = &results[1];
+    let client = ostree_ext_client().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ours = root_tree(&w.path().join("repo"), &r.ostree_commit);
+    let import = |name: &str, image: &str, insecure: bool| -> serde_json::Value {
+        let mut cmd = Command::new(client);
+        cmd.arg("import").arg(dir.path().join(name)).arg(image);
+        if insecure {
+            cmd.arg("--insecure");
+        }
+        serde_json::from_str(run(&mut cmd).trim()).unwrap()
+    };
+
+    // From the OCI layout.
+    let json = import("layout", &r.image, false);
+    assert_eq!(json["base_commit"], b.ostree_commit.as_str());
+    assert_eq!(json["merge_tree"], ours.as_str(), "{json}");
+
+    // From a registry: base and derived image pushed.
+    let registry = Registry::start().unwrap();
+    let local = |image: &str| ImageRef::parse(image, None).unwrap();
+    let base_ref = registry.reference("rhcos/base:8.6");
+    let node_ref = registry.reference("rhcos/node:4.13");
+    let base_image = format!("oci:{}:{}", w.path().join("oci").display(), b.image_tag());
+    strata_oscontainer::push(&local(&base_image), &local(&base_ref), &insecure()).unwrap();
+    strata_oscontainer::push(&local(&r.image), &local(&node_ref), &insecure()).unwrap();
+    let json = import("registry", &node_ref, true);
+    assert_eq!(json["merge_tree"], ours.as_str(), "{json}");
+
+    // Another machine: an empty workdir deriving from the registry's base
+    // builds the same image.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let again = derive(
+        &DeriveOptions::new(
+            elsewhere.path(),
+            base_ref.as_str(),
+            vec![demo("ocp-4.13.yaml")],
+            worker(),
+        )
+        .vars(vars())
+        .source_date_epoch(None)
+        .transport(insecure()),
+    )
+    .unwrap();
+    assert_eq!(again[0].digest, r.digest);
+    assert_eq!(again[0].ostree_commit, r.ostree_commit);
+
+    // ostree-ext deploys it (a tmpfs /boot in a private mount namespace:
+    // deploying freezes the filesystem holding /boot).
+    let sysroot = dir.path().join("sysroot");
+    std::fs::create_dir_all(&sysroot).unwrap();
+    run(Command::new("ostree")
+        .args(["admin", "init-fs", "--modern"])
+        .arg(&sysroot));
+    run(Command::new("ostree")
+        .args(["admin", "os-init", "rhcos"])
+        .arg(format!("--sysroot={}", sysroot.display())));
+    let out = run(Command::new("unshare")
+        .args(["--mount", "sh", "-c"])
+        .arg(r#"mount -t tmpfs tmpfs "$1/boot" && "$2" deploy "$1" rhcos "$3""#)
+        .arg("sh")
+        .arg(&sysroot)
+        .arg(client)
+        .arg(&r.image));
+    let json: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let deployment = sysroot.join(json["deployment"].as_str().unwrap());
+    let os_release = std::fs::read_to_string(deployment.join("usr/lib/os-release")).unwrap();
+    assert!(
+        os_release.contains("OPENSHIFT_VERSION=\"4.13\""),
+        "{os_release}"
+    );
+    assert!(deployment.join("usr/bin/kubelet").is_file());
+    assert!(deployment.join("etc/openvswitch/system-id.conf").is_file());
+}
+
+#[test]
+fn rebasing_on_the_z_stream_base_keeps_the_release_layer_on_the_new_base() {
+    let (_, old_base, new_base) = bases();
+    let w = workdir_with_base();
+    let w = w.path();
+    let on_old = derive_in(w, &[demo("ocp-4.13.yaml")], &[]).unwrap();
+    let on_new = derive_on(w, &new_base.image_tag(), &[demo("ocp-4.13.yaml")], &[]).unwrap();
+    assert!(on_new[0].changed);
+    assert_ne!(
+        on_new[0].version, on_old[0].version,
+        "the version follows the base date"
+    );
+    let new_layers = layers(&inspect(w, &new_base.image_tag()));
+    let rebased = layers(&inspect(w, &tag_of(&on_new[0])));
+    assert_eq!(&rebased[..new_layers.len()], &new_layers[..]);
+    assert_eq!(rebased.len(), new_layers.len() + 1);
+    assert_eq!(on_new[0].base_commit, new_base.ostree_commit);
+    assert_ne!(old_base.ostree_commit, new_base.ostree_commit);
 }

@@ -994,7 +994,60 @@ impl<'r> DerivedTree<'r> {
     }
 
     /// Writes the tree and a commit on top of `base`.
+    /// ostree-ext builds a client's merge commit by committing a user-mode
+    /// checkout of the base with the layers on top; a file its checkout
+    /// cannot hard-link — one its owner may not read, like a mode-0000
+    /// `/etc/shadow` — comes back with the owner read bit set. The same
+    /// rule here keeps our derived commit identical to a client's.
+    fn owner_readable(&self, dir: &ostree::MutableTree) -> Result<()> {
+        let ctx = |c: &str| format!("reading file object {c}");
+        for (name, csum) in dir.copy_files() {
+            let (_, info, xattrs) = self
+                .repo
+                .load_file(&csum, gio::Cancellable::NONE)
+                .context_with(|| ctx(&csum))?;
+            let mode = info.attribute_uint32("unix::mode");
+            if info.file_type() != gio::FileType::Regular || mode & 0o400 != 0 {
+                continue;
+            }
+            let (stream, _, _) = self
+                .repo
+                .load_file(&csum, gio::Cancellable::NONE)
+                .context_with(|| ctx(&csum))?;
+            let mut content = Vec::new();
+            if let Some(stream) = stream {
+                stream
+                    .into_read()
+                    .read_to_end(&mut content)
+                    .context_with(|| ctx(&csum))?;
+            }
+            let w = self
+                .repo
+                .write_regfile(
+                    None,
+                    info.attribute_uint32("unix::uid"),
+                    info.attribute_uint32("unix::gid"),
+                    mode | 0o400,
+                    content.len() as u64,
+                    Some(&xattrs),
+                )
+                .context_with(|| format!("rewriting {name}"))?;
+            w.write_all(&content, gio::Cancellable::NONE)
+                .context_with(|| format!("rewriting {name}"))?;
+            let new = w
+                .finish(gio::Cancellable::NONE)
+                .context_with(|| format!("rewriting {name}"))?;
+            dir.replace_file(&name, &new)
+                .context_with(|| format!("rewriting {name}"))?;
+        }
+        for (_, sub) in dir.copy_subdirs() {
+            self.owner_readable(&sub)?;
+        }
+        Ok(())
+    }
+
     fn commit(&self, base: &str, version: Option<&str>, timestamp: Option<u64>) -> Result<String> {
+        self.owner_readable(&self.root)?;
         let root = self
             .repo
             .write_mtree(&self.root, gio::Cancellable::NONE)

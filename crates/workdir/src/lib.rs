@@ -64,6 +64,22 @@ impl Workdir {
         Ok(Self { root })
     }
 
+    /// The workdir's ostree repository (bare-user), created when missing.
+    pub fn ostree_repo(&self) -> Result<ostree::Repo> {
+        let path = self.repo();
+        let repo = ostree::Repo::new_for_path(&path);
+        if path.join("config").exists() {
+            repo.open(ostree::gio::Cancellable::NONE)
+                .with_context(|| format!("opening the ostree repository {}", path.display()))?;
+        } else {
+            std::fs::create_dir_all(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            repo.create(ostree::RepoMode::BareUser, ostree::gio::Cancellable::NONE)
+                .with_context(|| format!("creating the ostree repository {}", path.display()))?;
+        }
+        Ok(repo)
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }
