@@ -50,6 +50,9 @@ unshare --user --map-root-user mkfs.ext4 -q -F -b 4096 -L root -E offset=5379194
 /// Runs both sides on the image `image` of `workdir` (commit `commit`) and
 /// prints the section.
 pub fn bench(workdir: &Path, image: &str, commit: &str, dir: &Path) -> Result<()> {
+    // Each side starts with no dirty data of earlier steps to write back:
+    // a sync() inside one of them would otherwise pay for the others.
+    settle()?;
     eprintln!("bench: strata disk (metal)");
     let exe = std::env::current_exe().context("finding the bench executable")?;
     let mut worker = Command::new(exe);
@@ -58,6 +61,7 @@ pub fn bench(workdir: &Path, image: &str, commit: &str, dir: &Path) -> Result<()
     let (strata, r) = timed(|| strata_disk::build(&opts))?;
     let raw = &r.artifacts[0];
 
+    settle()?;
     eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
     let work = dir.join("disk-baseline");
     std::fs::create_dir_all(&work)?;
@@ -95,6 +99,11 @@ pub fn bench(workdir: &Path, image: &str, commit: &str, dir: &Path) -> Result<()
         secs(baseline) / secs(strata),
     );
     row("strata per GB of content", secs(strata) / gb, "s/GB");
+    Ok(())
+}
+
+fn settle() -> Result<()> {
+    strata_process::run(&mut Command::new("sync"))?;
     Ok(())
 }
 

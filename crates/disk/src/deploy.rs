@@ -69,6 +69,11 @@ pub fn run_in_child(worker: &Command, job: &DeployJob) -> Result<Deployed> {
         .args(worker.get_args())
         .arg(&job_path)
         .arg(&outcome_path)
+        // No syncfs()/sync() after the deployment: with FIFREEZE refused,
+        // libostree falls back to a sync() of the whole machine, which
+        // waits for every other process's dirty data. The sysroot is
+        // scratch space (see `deploy`).
+        .env("OSTREE_SYSROOT_OPTS", "skip-sync")
         .stdin(Stdio::null());
     for (k, v) in worker.get_envs() {
         match v {
