@@ -54,8 +54,11 @@ pub fn bench(workdir: &Path, image: &str, commit: &str, dir: &Path) -> Result<()
     // a sync() inside one of them would otherwise pay for the others.
     settle()?;
     eprintln!("bench: strata disk (metal)");
-    let exe = std::env::current_exe().context("finding the bench executable")?;
-    let mut worker = Command::new(exe);
+    // A copy of this executable: `cargo build` elsewhere may replace the
+    // file while a long bench runs, and the worker must still start.
+    let exe = dir.join("strata-bench-worker");
+    std::fs::copy("/proc/self/exe", &exe).context("copying the bench executable")?;
+    let mut worker = Command::new(&exe);
     worker.arg(WORKER_ARG);
     let opts = strata_disk::DiskOptions::new(workdir, image, vec!["metal".into()], worker);
     let (strata, r) = timed(|| strata_disk::build(&opts))?;
