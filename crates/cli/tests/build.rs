@@ -14,7 +14,8 @@
 //!    release's derive and disks rebuild.
 //!
 //! Every `--json` output is checked against the shapes in docs/formats.md.
-//! One test, in order: each step needs the state the previous one left.
+//! The flow is one test, in order: each step needs the state the previous
+//! one left.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -504,4 +505,53 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         "step 4 (one release updated) done at {:?}",
         started.elapsed()
     );
+}
+
+/// A pipeline naming a platform the disk stage does not build fails before
+/// anything is composed, with one error line; a misspelt key names its
+/// file, line and column.
+#[test]
+fn a_bad_pipeline_fails_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    let cases = [
+        (
+            "edition: 1\nname: x\nbase:\n  manifest: {base}\nreleases:\n  - manifest: {rel}\n    platforms: [aws]\n",
+            "unknown platform \"aws\"",
+        ),
+        (
+            "edition: 1\nname: x\nbase:\n  manifest: {base}\nreleases:\n  - manifest: {rel}\n    platfroms: [qemu]\n",
+            "pipeline.yaml:7:5: unknown field `platfroms`",
+        ),
+    ];
+    for (text, want) in cases {
+        let p = tmp.path().join("pipeline.yaml");
+        std::fs::write(
+            &p,
+            text.replace("{base}", demo("rhel-8.6.yaml").to_str().unwrap())
+                .replace("{rel}", demo("ocp-4.13.yaml").to_str().unwrap()),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args([
+                "build",
+                "--json",
+                "--var",
+                "fixture=/nonexistent",
+                "--workdir",
+            ])
+            .arg(&w)
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(out.stdout.is_empty());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("error: ") && last.contains(want),
+            "{stderr}"
+        );
+        assert!(!w.join("builds/builds.json").exists());
+    }
 }
