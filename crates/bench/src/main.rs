@@ -17,6 +17,9 @@
 //!   the previous manifest as its prior build. For each tool: the bytes a
 //!   client holding the first image downloads, against the compressed size
 //!   of the changed packages.
+//! - derive (issue 5): the kubelet override rebuild against a full compose,
+//!   derive on a small and a 5x larger base, and derive against umoci
+//!   unpack + dnf --installroot + umoci repack (see `derive.rs`).
 //! - disk (issue 6): `strata disk` (metal) of the first commit against a
 //!   script doing `ostree admin deploy` (user namespace, tmpfs /boot) +
 //!   sfdisk + mkfs on the same commit (see `disk.rs`); and time per GB.
@@ -35,6 +38,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use strata_testdistro::{Fixture, SNAPSHOTS};
 
+mod derive;
 mod disk;
 
 const SCALE: usize = 300;
@@ -42,6 +46,13 @@ const SCALE: usize = 300;
 const STREAM: &str = "rhel-8.6";
 
 fn main() -> Result<()> {
+    if let Some(code) = derive::serve_worker() {
+        return if code == std::process::ExitCode::SUCCESS {
+            Ok(())
+        } else {
+            anyhow::bail!("the derive worker failed")
+        };
+    }
     if let Some(code) = disk::serve_worker() {
         return if code == std::process::ExitCode::SUCCESS {
             Ok(())
@@ -54,6 +65,11 @@ fn main() -> Result<()> {
         &target.join("strata-bench-fixture"),
         &strata_testdistro::Options::default().scale(SCALE),
     )?;
+    if std::env::args().nth(1).as_deref() == Some("derive") {
+        // `strata-bench derive`: only the derive benchmarks.
+        let scratch = tempfile::tempdir_in(&target).context("scratch directory")?;
+        return derive::bench(&fixture, &target, scratch.path());
+    }
     let ostree_ext = ostree_ext_binary()?;
     let scratch = tempfile::tempdir_in(&target).context("scratch directory")?;
     let dir = scratch.path();
@@ -262,6 +278,7 @@ fn main() -> Result<()> {
         println!("    {:>8.2} MiB  {}", mib(l.size), describe(&l.components));
     }
     disk::bench(&workdir, &v1.image, &v1.ostree_commit, dir)?;
+    derive::bench(&fixture, &target, dir)?;
     Ok(())
 }
 

@@ -12,21 +12,13 @@ pub struct ImageOptions {
     /// Working directory whose OCI store holds images named by a bare tag.
     #[arg(long, default_value = "strata-work")]
     pub workdir: PathBuf,
-    /// Require HTTPS and verify certificates for docker:// references
-    /// (`--tls-verify=false` for a local registry).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
-    pub tls_verify: bool,
-    /// A containers-auth.json with registry credentials.
-    #[arg(long)]
-    pub authfile: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: crate::transport::RegistryArgs,
 }
 
 impl ImageOptions {
     pub(crate) fn transport(&self) -> TransportOptions {
-        let mut t = TransportOptions::default();
-        t.tls_verify = self.tls_verify;
-        t.authfile = self.authfile.clone();
-        t
+        self.registry.transport()
     }
 
     pub(crate) fn parse(&self, reference: &str) -> Result<ImageRef> {

@@ -219,7 +219,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         .unwrap_or_else(|| packages.iter().map(|p| p.build_time).max().unwrap_or(0));
     // librpm stamps installed headers with the install time unless
     // SOURCE_DATE_EPOCH says otherwise: the rpmdb must not record "now".
-    std::env::set_var("SOURCE_DATE_EPOCH", sde.to_string());
+    let _sde = EnvVar::set("SOURCE_DATE_EPOCH", &sde.to_string());
     let mut dnf = Dnf::new(dnf_opts, repo_configs)?;
     let mut resolved = dnf
         .depsolve(&request)
@@ -376,6 +376,31 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     })
 }
 
+/// An environment variable set for as long as the guard lives, then put
+/// back: compose must not leave its SOURCE_DATE_EPOCH to whatever the
+/// process does next (a derive in the same process has its own).
+struct EnvVar {
+    name: &'static str,
+    previous: Option<std::ffi::OsString>,
+}
+
+impl EnvVar {
+    fn set(name: &'static str, value: &str) -> Self {
+        let previous = std::env::var_os(name);
+        std::env::set_var(name, value);
+        Self { name, previous }
+    }
+}
+
+impl Drop for EnvVar {
+    fn drop(&mut self) {
+        match &self.previous {
+            Some(v) => std::env::set_var(self.name, v),
+            None => std::env::remove_var(self.name),
+        }
+    }
+}
+
 /// The previous build's layer assignment, kept so updates move few layers.
 const LAYER_MAP: &str = "layer-map.json";
 
@@ -467,31 +492,14 @@ fn input_hash(
     packages: &[Package],
 ) -> Result<String> {
     let mut h = Sha256::new();
-    for key in &policy.keys {
-        h.update(key.fingerprint.as_bytes());
-        h.update(Sha256::digest(
-            std::fs::read(&key.file).with_context(|| format!("reading {}", key.file.display()))?,
-        ));
-    }
     h.update(COMPOSE_FORMAT.as_bytes());
-    h.update(loaded.manifest.to_canonical_json().as_bytes());
-    let mut files: Vec<_> = loaded
-        .files
-        .iter()
-        .map(|f| (f.path.clone(), f.sha256.clone()))
-        .collect();
-    files.sort();
-    for (path, sha) in files {
-        h.update(path.as_os_str().as_encoded_bytes());
-        h.update(sha.as_bytes());
-    }
-    for p in packages {
-        h.update(p.nevra.as_bytes());
-        if let Some(c) = &p.checksum {
-            h.update(c.kind.as_bytes());
-            h.update(c.hex.as_bytes());
-        }
-    }
+    strata_rootfs::inputs::hash_common(
+        &mut h,
+        policy,
+        &loaded.manifest.to_canonical_json(),
+        &loaded.files,
+        packages,
+    )?;
     Ok(hex::encode(h.finalize()))
 }
 

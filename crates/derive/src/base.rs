@@ -82,8 +82,13 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
     let repo = wd.ostree_repo()?;
     if repo.load_commit(&commit).is_err() {
         tracing::info!("importing base commit {commit} from {reference}");
-        strata_oscontainer::import(&local, &wd.repo(), &Default::default())
-            .with_context(|| format!("importing base image {reference}"))?;
+        if let Err(e) = strata_oscontainer::import(&local, &wd.repo(), &Default::default()) {
+            // A base that does not import leaves no tag behind.
+            if !matches!(&parsed, ImageRef::Oci { dir, .. } if same_dir(dir, &oci)) {
+                let _ = strata_oscontainer::remove_tag(&oci, &tag);
+            }
+            return Err(e).with_context(|| format!("importing base image {reference}"));
+        }
     }
     let (commit_v, _) = repo
         .load_commit(&commit)

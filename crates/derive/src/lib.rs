@@ -680,30 +680,13 @@ fn input_hash(
     h.update(DERIVE_FORMAT.as_bytes());
     h.update(base.digest.as_bytes());
     h.update(base.commit.as_bytes());
-    for key in &policy.keys {
-        h.update(key.fingerprint.as_bytes());
-        h.update(Sha256::digest(
-            fs::read(&key.file).with_context(|| format!("reading {}", key.file.display()))?,
-        ));
-    }
-    h.update(loaded.manifest.to_canonical_json().as_bytes());
-    let mut inputs: Vec<_> = loaded
-        .files
-        .iter()
-        .map(|f| (f.path.clone(), f.sha256.clone()))
-        .collect();
-    inputs.sort();
-    for (path, sha) in inputs {
-        h.update(path.as_os_str().as_encoded_bytes());
-        h.update(sha.as_bytes());
-    }
-    for p in packages {
-        h.update(p.nevra.as_bytes());
-        if let Some(c) = &p.checksum {
-            h.update(c.kind.as_bytes());
-            h.update(c.hex.as_bytes());
-        }
-    }
+    strata_rootfs::inputs::hash_common(
+        &mut h,
+        policy,
+        &loaded.manifest.to_canonical_json(),
+        &loaded.files,
+        packages,
+    )?;
     for o in overrides {
         h.update(o.sha256.as_bytes());
     }

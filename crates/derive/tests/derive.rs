@@ -396,6 +396,44 @@ fn bad_input_fails_clearly_and_writes_nothing() {
     );
     assert!(e.contains("not a base image"), "{e}");
 
+    // A corrupt base image (one chunk's bytes changed) elsewhere.
+    let (bw, b) = base();
+    let corrupt = m.path().join("corrupt-oci");
+    run(Command::new("cp")
+        .arg("-r")
+        .arg(bw.path().join("oci"))
+        .arg(&corrupt));
+    let info = inspect(bw.path(), &b.image_tag());
+    let chunk = &info.layers[1].digest;
+    let blob = corrupt
+        .join("blobs/sha256")
+        .join(chunk.trim_start_matches("sha256:"));
+    let mut bytes = std::fs::read(&blob).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::remove_file(&blob).unwrap();
+    std::fs::write(&blob, bytes).unwrap();
+    // Into an empty workdir (the demo's already holds the good blob).
+    let fresh = tempfile::tempdir().unwrap();
+    let e = format!(
+        "{:#}",
+        derive(
+            &DeriveOptions::new(
+                fresh.path(),
+                format!("oci:{}:{}", corrupt.display(), b.image_tag()),
+                vec![demo("ocp-4.13.yaml")],
+                worker()
+            )
+            .vars(vars())
+        )
+        .unwrap_err()
+    );
+    assert!(e.to_lowercase().contains("digest"), "{e}");
+    assert!(strata_oscontainer::list_tags(&fresh.path().join("oci"))
+        .unwrap_or_default()
+        .is_empty());
+    assert_eq!(builds_json(fresh.path()), "");
+
     assert_eq!(builds_json(w), before, "nothing recorded");
 
     // Allowed, the same release derives, updating libseccomp.
