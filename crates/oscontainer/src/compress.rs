@@ -57,8 +57,12 @@ impl std::str::FromStr for Compression {
     }
 }
 
-/// gzip level (zlib's default).
-const GZIP_LEVEL: i32 = 6;
+/// gzip level. miniz_oxide's level 6 (zlib's default) tries 128 matches per
+/// position; level 4 tries 16. Measured on 1 MiB blocks: 2.6-2.8x faster
+/// for 0.9% (fixture content) to 1.6% (Debian's /usr/lib) larger output,
+/// which makes encapsulation faster than ostree-ext's C zlib at level 6
+/// on one core, while images stay within 2% of the size.
+const GZIP_LEVEL: i32 = 4;
 /// zstd level (zstd's default).
 const ZSTD_LEVEL: i32 = 3;
 
@@ -266,7 +270,7 @@ mod tests {
         // Different write sizes give the same bytes.
         assert_eq!(a, encode(100_000));
         assert_eq!(&a[..10], &GZIP_HEADER);
-        assert!(a.len() < data.len() / 4);
+        assert!(a.len() < data.len() / 3, "{} of {}", a.len(), data.len());
         let mut back = Vec::new();
         flate2::read::GzDecoder::new(&a[..])
             .read_to_end(&mut back)
