@@ -3,7 +3,8 @@
 //! commit: `ostree admin deploy` into a fresh sysroot (in `unshare --user
 //! --mount`, /boot on a tmpfs: a deployment freezes the filesystem holding
 //! /boot), then sfdisk, mkfs.vfat + mcopy and `mkfs.ext4 -d` for boot and
-//! root at their offsets in a disk file of the same size. The baseline
+//! root at their offsets in a disk file of the same size, then removal of
+//! the scratch sysroot (strata removes its own too). The baseline
 //! installs no bootloader and writes no metadata: it is the floor of the
 //! work, not a complete disk. Also prints strata's time per GB of content.
 
@@ -45,6 +46,7 @@ mcopy -s -i "$disk@@2097152" "$work/esp/EFI" ::/
 rootsize=$(( (size - 1050624 * 512 - 1048576) / 4096 ))
 unshare --user --map-root-user mkfs.ext4 -q -F -b 4096 -L boot -E offset=135266304 -d "$work/boot" "$disk" 98304
 unshare --user --map-root-user mkfs.ext4 -q -F -b 4096 -L root -E offset=537919488 -d "$S" "$disk" "$rootsize"
+rm -rf "$S" "$work/boot" "$work/esp"
 "#;
 
 /// Runs both sides on the image `image` of `workdir` (commit `commit`) and

@@ -262,7 +262,13 @@ fn build_in(
             });
             hashing.push((p, dest, hash));
         }
-        hashing
+        // The sysroot is no longer needed: removing thousands of files
+        // waits on the filesystem's journal, so it overlaps the hashing.
+        let cleanup = scope.spawn(|| {
+            let _ = fs::make_removable(&sysroot);
+            let _ = std::fs::remove_dir_all(&sysroot);
+        });
+        let artifacts = hashing
             .into_iter()
             .map(|(p, path, hash)| {
                 let (size, sha256) = hash.join().expect("the hashing thread panicked")?;
@@ -275,7 +281,9 @@ fn build_in(
                     uncompressed_sha256: None,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>>>();
+        let _ = cleanup.join();
+        artifacts
     })?;
 
     // Into place: artifacts, then meta.json's images, then stream.json.
