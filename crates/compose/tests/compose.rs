@@ -132,7 +132,7 @@ fn demo_base_follows_the_conventions() {
             "{f}"
         );
     }
-    assert!(read("usr/lib/os-release").contains("OSTREE_VERSION='8.6.20261015-0'"));
+    assert!(read("usr/lib/os-release").contains("OSTREE_VERSION=\"8.6.20261015-0\""));
     assert!(read("usr/lib/os-release").contains("VERSION_ID=\"8.6\""));
     assert!(
         read("usr/lib/passwd").contains("sshd:x:74:74:"),
