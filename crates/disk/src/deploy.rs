@@ -120,25 +120,18 @@ pub fn worker_main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 }
 
 /// Copies the objects of `commit` from the repository at `from` into
-/// `into`, trusting them (they come from strata's own repository): what
-/// `ostree pull-local` does, without the fetcher machinery of a pull.
+/// `into`: a local pull, which libostree runs as `ostree pull-local` does
+/// (objects imported with trust, in parallel).
 fn copy_commit(from: &Path, into: &ostree::Repo, commit: &str) -> Result<()> {
-    let cancel = gio::Cancellable::NONE;
-    let source = ostree::Repo::new(&gio::File::for_path(from));
-    source
-        .open(cancel)
-        .with_context(|| format!("opening {}", from.display()))?;
-    let objects = source
-        .traverse_commit(commit, 0, cancel)
-        .with_context(|| format!("listing the objects of {commit}"))?;
-    into.prepare_transaction(cancel)?;
-    for o in &objects {
-        into.import_object_from_with_trust(&source, o.object_type(), o.checksum(), true, cancel)
-            .with_context(|| format!("copying object {}", o.checksum()))?;
-    }
-    into.commit_transaction(cancel)
-        .with_context(|| format!("copying {commit} from {}", from.display()))?;
-    Ok(())
+    let url = format!("file://{}", from.display());
+    into.pull(
+        &url,
+        &[commit],
+        ostree::RepoPullFlags::NONE,
+        None,
+        gio::Cancellable::NONE,
+    )
+    .with_context(|| format!("pulling {commit} from {}", from.display()))
 }
 
 /// True when this process runs in the initial user namespace (as the host's
