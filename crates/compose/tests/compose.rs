@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use strata_compose::{compose, ComposeOptions, ComposeResult};
 use strata_manifest::Vars;
-use strata_testdistro::spec::{FileSpec, PkgSpec};
+use strata_testdistro::spec::{Dep, FileSpec, PkgSpec};
 use strata_testdistro::{Fixture, Signing};
 
 /// librpm chroots the whole process while a transaction runs, so no other
@@ -203,20 +203,131 @@ fn unchanged_inputs_do_no_work() {
     assert_eq!(again.version, r.version);
 }
 
+/// The build that another checkout on another machine makes: the manifests
+/// and the repos are the same, their paths are not.
 #[test]
-fn same_inputs_give_the_same_commit_in_a_fresh_workdir_and_from_the_lockfile() {
+fn same_inputs_give_the_same_commit_in_a_fresh_workdir_at_other_paths_and_from_the_lockfile() {
     let _serial = serial();
     let (_, r) = demo();
-    let w = tempfile::tempdir().unwrap();
     let f = fixture();
+    // Next to the fixture, so that the mirror can be hard links.
+    let elsewhere = tempfile::tempdir_in(f.root.parent().unwrap()).unwrap();
+    let checkout = elsewhere.path().join("checkout");
+    std::fs::create_dir(&checkout).unwrap();
+    for entry in std::fs::read_dir(demo_manifest().parent().unwrap()).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, checkout.join(path.file_name().unwrap())).unwrap();
+    }
+    let mirror = elsewhere.path().join("mirror");
+    run(Command::new("cp").arg("-al").arg(&f.root).arg(&mirror));
+    let w = tempfile::tempdir().unwrap();
     let locked = compose(
-        &ComposeOptions::new(demo_manifest(), w.path())
-            .vars(vars(&f))
+        &ComposeOptions::new(checkout.join("rhel-8.6.yaml"), w.path())
+            .vars(Vars::from_assignments([format!("fixture={}", mirror.display())]).unwrap())
             .lockfile(Some(r.lockfile.clone())),
     )
     .unwrap();
+    assert_eq!(locked.inputhash, r.inputhash);
     assert_eq!(locked.ostree_commit, r.ostree_commit);
     assert_eq!(locked.digest, r.digest, "same commit, same image bytes");
+}
+
+/// The uid `/usr/lib/passwd` of `workdir`'s build gives `user`.
+fn uid_of(workdir: &Path, r: &ComposeResult, user: &str) -> String {
+    let passwd = run(Command::new("ostree")
+        .arg("cat")
+        .arg(format!("--repo={}", workdir.join("repo").display()))
+        .arg(&r.ostree_commit)
+        .arg("/usr/lib/passwd"));
+    passwd
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f[0] == user).then(|| f[2].to_string())
+        })
+        .unwrap_or_else(|| panic!("no {user} in\n{passwd}"))
+}
+
+/// Swaps the ids of users (and groups) `a` and `b` in `/etc`-format lists.
+fn swap_ids(list: &str, a: &str, b: &str) -> String {
+    let id = |name: &str| {
+        list.lines()
+            .find_map(|l| {
+                l.split(':')
+                    .next()
+                    .filter(|n| *n == name)
+                    .map(|_| l.split(':').nth(2).unwrap().to_string())
+            })
+            .unwrap_or_else(|| panic!("no {name} in\n{list}"))
+    };
+    let (ia, ib) = (id(a), id(b));
+    list.lines()
+        .map(|l| {
+            let mut f: Vec<String> = l.split(':').map(String::from).collect();
+            if f[0] == a {
+                f[2] = ib.clone();
+            } else if f[0] == b {
+                f[2] = ia.clone();
+            }
+            f.join(":") + "\n"
+        })
+        .collect()
+}
+
+/// Scriptlets allocate system ids at install time, in rpm's install order;
+/// files on nodes are owned by those numbers, so a user the previous build
+/// had keeps its id whatever the allocation would give now.
+#[test]
+fn scriptlet_user_ids_stay_what_the_previous_build_gave_them() {
+    let _serial = serial();
+    let f = fixture();
+    let d = tempfile::tempdir().unwrap();
+    let mut early = PkgSpec::new("strata-early-user", "1.0", "1.el8").files([FileSpec::file(
+        "/usr/share/strata-early-user/README",
+        "a dynamically allocated system user",
+        0o644,
+    )]);
+    early.build_time = 1_792_022_400;
+    early.requires_pre = vec![Dep("shadow-utils".into()), Dep("glibc".into())];
+    early.pre = Some(
+        "getent group early >/dev/null || groupadd -r early\n\
+         getent passwd early >/dev/null || useradd -r -g early -d / -s /sbin/nologin early\n"
+            .into(),
+    );
+    let extra = d.path().join("extra");
+    Fixture::build_repo(&extra, &[early], Signing::Release).unwrap();
+    let with_early = wrapper(
+        d.path(),
+        &format!(
+            "repos:\n  - id: extra\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [extra]\npackages: [strata-early-user]\n",
+            extra.display(),
+            f.path(&f.info.release_key.path).display()
+        ),
+    );
+    let (demo_w, demo_r) = demo();
+    let allocated = uid_of(demo_w.path(), demo_r, "chrony");
+
+    let w = d.path().join("w");
+    let first = compose_in(&w, &with_early).unwrap();
+    assert_eq!(uid_of(&w, &first, "chrony"), allocated);
+    // The history of a build whose install order put the early user first,
+    // as a new RHEL minor's ordering may.
+    let kept = first.build_dir.join("accounts.json");
+    let mut accounts: strata_compose::Accounts =
+        serde_json::from_slice(&std::fs::read(&kept).unwrap()).unwrap();
+    accounts.passwd = swap_ids(&accounts.passwd, "chrony", "early");
+    accounts.group = swap_ids(&accounts.group, "chrony", "early");
+    std::fs::write(&kept, serde_json::to_vec(&accounts).unwrap()).unwrap();
+    let history = uid_of(&w, &first, "early");
+
+    let second = compose_in(&w, &demo_manifest()).unwrap();
+    assert!(second.changed);
+    assert_ne!(history, allocated);
+    assert_eq!(
+        uid_of(&w, &second, "chrony"),
+        history,
+        "chrony keeps its id"
+    );
 }
 
 #[test]
