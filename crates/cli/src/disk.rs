@@ -16,6 +16,12 @@ pub struct DiskArgs {
     /// Platforms, comma-separated: qemu, metal, metal4k.
     #[arg(long, value_delimiter = ',', required = true)]
     pub platform: Vec<String>,
+    /// The reference nodes upgrade from (where the image is published),
+    /// recorded in the deployment's origin and the aleph file instead of
+    /// --image: with it, the same image gives the same disk bytes on any
+    /// machine.
+    #[arg(long, value_name = "REF")]
+    pub target_image: Option<String>,
     /// Disk size in MiB instead of the content plus headroom.
     #[arg(long, value_name = "MIB")]
     pub size_mib: Option<u64>,
@@ -45,7 +51,8 @@ pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
     let opts =
         strata_disk::DiskOptions::new(&args.workdir, &args.image, args.platform.clone(), worker()?)
             .size(args.size_mib.map(|m| m << 20))
-            .transport(args.registry.transport());
+            .transport(args.registry.transport())
+            .target_image(args.target_image.clone());
     let r = strata_disk::build(&opts)?;
     if args.json {
         println!("{}", serde_json::to_string(&disk_json(&r))?);

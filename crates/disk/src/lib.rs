@@ -62,6 +62,12 @@ pub struct DiskOptions {
     /// Times are clamped to this; default: the commit's timestamp.
     pub source_date_epoch: Option<i64>,
     pub transport: TransportOptions,
+    /// The reference nodes follow for upgrades, recorded in the deployment's
+    /// origin and the aleph file instead of `image` (ostree-ext's
+    /// `--target-imgref`): where the image is published. A local layout's
+    /// reference names a path on this machine, so only with a target do two
+    /// machines (or workdirs) write the same bytes.
+    pub target_image: Option<String>,
 }
 
 impl DiskOptions {
@@ -80,6 +86,7 @@ impl DiskOptions {
             uuids: Uuids::default(),
             source_date_epoch: None,
             transport: TransportOptions::default(),
+            target_image: None,
         }
     }
     pub fn size(mut self, size: Option<u64>) -> Self {
@@ -96,6 +103,10 @@ impl DiskOptions {
     }
     pub fn transport(mut self, transport: TransportOptions) -> Self {
         self.transport = transport;
+        self
+    }
+    pub fn target_image(mut self, target: Option<String>) -> Self {
+        self.target_image = target;
         self
     }
 }
@@ -129,7 +140,10 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     }
     let w = Workdir::open(&opts.workdir)?;
     let _lock = w.lock()?;
-    let id = resolve(&w, opts)?;
+    let mut id = resolve(&w, opts)?;
+    if let Some(target) = &opts.target_image {
+        id.image = target.clone();
+    }
     let repo = open_repo(&w.repo())?;
     let epoch = match opts.source_date_epoch {
         Some(e) => e,
@@ -542,8 +556,12 @@ fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<Identity> {
 }
 
 /// `container-image-reference` for the origin file: what an ostree-ext
-/// client would upgrade from.
+/// client would upgrade from. A reference already in ostree-ext's form
+/// (`ostree-remote-registry:…`, `ostree-image-signed:…`) is kept.
 fn origin_reference(image: &str) -> String {
+    if image.starts_with("ostree-") {
+        return image.to_string();
+    }
     match image.strip_prefix("docker://") {
         Some(r) => format!("ostree-unverified-registry:{r}"),
         None => format!("ostree-unverified-image:{image}"),

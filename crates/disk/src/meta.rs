@@ -17,7 +17,8 @@ pub struct Identity {
     pub version: String,
     /// `com.coreos.openshift-version`; none on a base image.
     pub openshift_version: Option<String>,
-    /// The image reference (`oci:DIR:TAG` or `docker://…`).
+    /// The image reference (`oci:DIR:TAG` or `docker://…`), or the target
+    /// reference nodes follow when one is given.
     pub image: String,
     /// The manifest digest.
     pub digest: String,

@@ -24,6 +24,9 @@ fn run(cmd: &mut Command) -> String {
 
 const OCP_VERSION: &str = "413.86.202610150000-0";
 
+/// Where the test's 4.13 image would be published: what its disks name.
+const TARGET: &str = "docker://registry.example.com/rhel-coreos:4.13";
+
 /// The demo base composed into a workdir kept under target/ (compose is a
 /// no-op when its inputs are unchanged; locked across test processes), and
 /// an OpenShift 4.13 image derived from it: one layer with the derived
@@ -95,7 +98,11 @@ fn built() -> &'static DiskResult {
         let (w, _, tag) = workdir();
         let platforms = ["qemu", "metal", "metal4k"].map(String::from).to_vec();
         let t = std::time::Instant::now();
-        let r = build(&DiskOptions::new(w, tag.as_str(), platforms, worker())).unwrap();
+        let r = build(
+            &DiskOptions::new(w, tag.as_str(), platforms, worker())
+                .target_image(Some(TARGET.into())),
+        )
+        .unwrap();
         eprintln!("disk build (3 platforms): {:?}", t.elapsed());
         r
     })
@@ -202,6 +209,20 @@ fn layout_filesystems_and_metadata() {
     assert_eq!(aleph["ostree-commit"], r.ostree_commit.as_str());
     assert_eq!(aleph["container-image"]["image-digest"], r.digest.as_str());
     assert_eq!(aleph["openshift-version"], "4.13");
+    assert_eq!(aleph["container-image"]["image-name"], TARGET);
+    let origin = debugfs(
+        &root,
+        &format!(
+            "cat /ostree/deploy/rhcos/deploy/{}.0.origin",
+            r.ostree_commit
+        ),
+    );
+    assert!(
+        origin.contains(
+            "container-image-reference=ostree-unverified-registry:registry.example.com/rhel-coreos:4.13"
+        ),
+        "{origin}"
+    );
     assert_eq!(r.version, OCP_VERSION);
     assert_eq!(r.openshift_version.as_deref(), Some("4.13"));
     assert_eq!(r.stream, "ocp-4.13");
@@ -276,7 +297,8 @@ fn metal_image_boots_with_bios() {
 }
 
 /// A second build, as another (unprivileged) user in a workdir of its own
-/// that imports the image: byte-identical raw disk.
+/// that imports the image through another reference: byte-identical raw
+/// disk, since both name the same target.
 #[test]
 fn non_root_rebuild_is_byte_identical() {
     let first = artifact("metal").sha256.clone();
@@ -288,8 +310,6 @@ fn non_root_rebuild_is_byte_identical() {
     }
     std::fs::create_dir_all(&w2).unwrap();
     run(Command::new("chown").arg("65534:65534").arg(&w2));
-    // The same reference string as the first build's (it is in the aleph
-    // file and the origin), through another workdir.
     let image = format!("oci:{}:{tag}", w.join("oci").display());
     let out = run(Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
@@ -298,6 +318,7 @@ fn non_root_rebuild_is_byte_identical() {
         .arg(&w2)
         .arg(&image)
         .arg("metal")
+        .arg(TARGET)
         .env("HOME", &w2));
     let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     let a = &r["artifacts"][0];

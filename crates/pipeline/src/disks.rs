@@ -27,11 +27,13 @@ pub struct DisksResult {
     pub stream_json: PathBuf,
 }
 
-/// The disks of `image` for `platforms`, built when missing.
+/// The disks of `image` for `platforms`, built when missing; they name
+/// `target` (the image's push target) as the image nodes follow.
 pub fn ensure(
     opts: &BuildOptions,
     image: &ImageResult,
     platforms: &[String],
+    target: Option<&str>,
 ) -> Result<DisksResult> {
     if let Some(artifacts) = existing(&image.build_dir, &image.ostree_commit, platforms)? {
         return Ok(DisksResult {
@@ -40,12 +42,15 @@ pub fn ensure(
             stream_json: image.build_dir.join("stream.json"),
         });
     }
-    let r = strata_disk::build(&strata_disk::DiskOptions::new(
-        &opts.workdir,
-        image.image.as_str(),
-        platforms.to_vec(),
-        opts.disk_worker.command(),
-    ))?;
+    let r = strata_disk::build(
+        &strata_disk::DiskOptions::new(
+            &opts.workdir,
+            image.image.as_str(),
+            platforms.to_vec(),
+            opts.disk_worker.command(),
+        )
+        .target_image(target.map(str::to_string)),
+    )?;
     if r.digest != image.digest {
         anyhow::bail!(
             "the disk stage built {} ({}), not {} ({})",

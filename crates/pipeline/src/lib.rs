@@ -342,7 +342,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             continue;
         }
         opts.event("disk", &image.stream, State::Started);
-        let d = disks::ensure(opts, image, &stage.platforms)
+        let d = disks::ensure(opts, image, &stage.platforms, stage.push.as_deref())
             .with_context(|| format!("building the disks of {} {}", image.stream, image.version))?;
         opts.event("disk", &image.stream, State::Done { changed: d.changed });
         image.disks = Some(d);

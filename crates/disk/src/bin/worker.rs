@@ -1,14 +1,15 @@
 //! The deploy worker of this crate's tests: `strata-disk-worker JOB OUTCOME`.
 //! (The CLI uses its own executable with a hidden subcommand instead.)
 //!
-//! `strata-disk-worker build WORKDIR IMAGE PLATFORM,...` runs a whole build
-//! with itself as the worker, so that tests can run one as another user.
+//! `strata-disk-worker build WORKDIR IMAGE PLATFORM,... [TARGET-IMAGE]` runs
+//! a whole build with itself as the worker, so that tests can run one as
+//! another user.
 
 use std::process::{Command, ExitCode};
 
 fn main() -> ExitCode {
     let args: Vec<_> = std::env::args_os().skip(1).collect();
-    if args.first().is_some_and(|a| a == "build") && args.len() == 4 {
+    if args.first().is_some_and(|a| a == "build") && (args.len() == 4 || args.len() == 5) {
         let exe = std::env::current_exe().expect("own executable");
         let platforms = args[3]
             .to_string_lossy()
@@ -20,7 +21,8 @@ fn main() -> ExitCode {
             args[2].to_string_lossy(),
             platforms,
             Command::new(exe),
-        );
+        )
+        .target_image(args.get(4).map(|t| t.to_string_lossy().into_owned()));
         return match strata_disk::build(&opts) {
             Ok(r) => {
                 println!("{}", serde_json::to_string(&r).expect("serialisable"));
