@@ -120,6 +120,8 @@ mod tests {
             "ocp-4.13",
             "--platform",
             "qemu,metal",
+            "--target-image",
+            "docker://quay.io/o/rhcos:4.13",
             "--json",
         ])
         .unwrap();
@@ -129,6 +131,7 @@ mod tests {
                 workdir: "/w".into(),
                 image: "ocp-4.13".into(),
                 platform: vec!["qemu".into(), "metal".into()],
+                target_image: Some("docker://quay.io/o/rhcos:4.13".into()),
                 size_mib: None,
                 registry: crate::transport::RegistryArgs {
                     tls_verify: true,
