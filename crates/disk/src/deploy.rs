@@ -51,8 +51,31 @@ enum Outcome {
     Err { message: String },
 }
 
-/// Runs `job` in a child started from `worker` inside
-/// `unshare --user --map-root-user --mount`.
+/// How many ids the namespace of a build run as root maps onto themselves:
+/// every system and regular account of a RHEL tree.
+const MAPPED_IDS: u32 = 65536;
+
+/// Run by `sh` in the fresh namespace of a build run as root: waits for the
+/// parent to write the id maps, then executes the worker, which gets its
+/// capabilities at that exec (as the namespace's root, now mapped).
+const AWAIT_ID_MAP: &str = "i=0
+until read -r m < /proc/self/uid_map && [ -n \"$m\" ]; do
+    i=$((i + 1))
+    [ $i -lt 3000 ] || { echo 'no uid map after 30 s' >&2; exit 1; }
+    sleep 0.01
+done
+exec \"$@\"";
+
+/// Runs `job` in a child started from `worker` in its own user and mount
+/// namespaces.
+///
+/// As root, the namespace maps ids 0..65536 onto themselves, so that files
+/// the image gives to system users (polkitd, ssh_keys, …) deploy with their
+/// owners and reach the filesystems unchanged. `unshare --map-users` would
+/// need newuidmap and /etc/subuid entries; root may write the maps itself,
+/// so the child waits for them ([`AWAIT_ID_MAP`]). Any other user can map
+/// only itself, as root (`--map-root-user`): content owned by anyone else
+/// then fails to deploy.
 pub fn run_in_child(worker: &Command, job: &DeployJob) -> Result<Deployed> {
     strata_process::require("unshare")?;
     let dir = tempfile::Builder::new()
@@ -63,9 +86,14 @@ pub fn run_in_child(worker: &Command, job: &DeployJob) -> Result<Deployed> {
     let outcome_path = dir.path().join("outcome.json");
     std::fs::write(&job_path, serde_json::to_vec_pretty(job)?)
         .with_context(|| format!("writing {}", job_path.display()))?;
+    let as_root = crate::fs::effective_uid()? == 0;
     let mut cmd = Command::new("unshare");
-    cmd.args(["--user", "--map-root-user", "--mount", "--"])
-        .arg(worker.get_program())
+    if as_root {
+        cmd.args(["--user", "--mount", "--", "sh", "-c", AWAIT_ID_MAP, "sh"]);
+    } else {
+        cmd.args(["--user", "--map-root-user", "--mount", "--"]);
+    }
+    cmd.arg(worker.get_program())
         .args(worker.get_args())
         .arg(&job_path)
         .arg(&outcome_path)
@@ -81,16 +109,57 @@ pub fn run_in_child(worker: &Command, job: &DeployJob) -> Result<Deployed> {
             None => cmd.env_remove(k),
         };
     }
-    let output = strata_process::run(&mut cmd);
+    let output =
+        strata_process::run_started(
+            &mut cmd,
+            None,
+            |pid| {
+                if as_root {
+                    map_ids(pid)
+                } else {
+                    Ok(())
+                }
+            },
+        );
     let outcome = std::fs::read(&outcome_path)
         .ok()
         .and_then(|b| serde_json::from_slice::<Outcome>(&b).ok());
     match (outcome, output) {
         (Some(Outcome::Ok { deployed }), Ok(_)) => Ok(deployed),
+        (Some(Outcome::Err { message }), _) if !as_root && message.contains("chown") => bail!(
+            "deploying {}: {message} (as a user other than root, the deployment can give files \
+             to root only: this image has files owned by other users; build it as root)",
+            job.commit
+        ),
         (Some(Outcome::Err { message }), _) => bail!("deploying {}: {message}", job.commit),
         (_, Err(e)) => Err(e).context("the deploy worker failed"),
         (_, Ok(_)) => bail!("the deploy worker exited without a result"),
     }
+}
+
+/// Once process `pid` is in a user namespace of its own, maps ids
+/// 0..[`MAPPED_IDS`] of it onto the same ids outside.
+fn map_ids(pid: u32) -> std::io::Result<()> {
+    let own = std::fs::read_link("/proc/self/ns/user")?;
+    let started = std::time::Instant::now();
+    loop {
+        match std::fs::read_link(format!("/proc/{pid}/ns/user")) {
+            Ok(ns) if ns != own => break,
+            Ok(_) if started.elapsed() < std::time::Duration::from_secs(30) => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Ok(_) => {
+                return Err(std::io::Error::other(
+                    "the deploy worker did not enter a user namespace within 30 s",
+                ))
+            }
+            // Gone already: its exit status tells why.
+            Err(_) => return Ok(()),
+        }
+    }
+    let map = format!("0 0 {MAPPED_IDS}\n");
+    std::fs::write(format!("/proc/{pid}/gid_map"), &map)?;
+    std::fs::write(format!("/proc/{pid}/uid_map"), &map)
 }
 
 /// The child side: `ARGS = JOB OUTCOME`. Exit 0 when the deployment worked.

@@ -124,15 +124,23 @@ pub struct Ext4<'a> {
     pub epoch: i64,
 }
 
-/// `mkfs.ext4` populated from a directory, at an offset in `disk`, as root
-/// of a user namespace (the files' owner becomes root in the filesystem).
+/// `mkfs.ext4` populated from a directory, at an offset in `disk`. Files
+/// keep their owners when run as root (the deployment gave them the image's
+/// owners); as any other user, mkfs runs as root of a user namespace, so
+/// the user's files become root's in the filesystem.
 pub fn mkfs_ext4(fs: &Ext4) -> Result<()> {
     strata_process::require("mkfs.ext4")?;
-    strata_process::require("unshare")?;
+    let mut cmd = if effective_uid()? == 0 {
+        Command::new("mkfs.ext4")
+    } else {
+        strata_process::require("unshare")?;
+        let mut c = Command::new("unshare");
+        c.args(["--user", "--map-root-user", "--", "mkfs.ext4"]);
+        c
+    };
     let blocks = fs.size / 4096;
     strata_process::run(
-        Command::new("unshare")
-            .args(["--user", "--map-root-user", "--", "mkfs.ext4", "-q", "-F"])
+        cmd.args(["-q", "-F"])
             .args(["-b", "4096", "-L", fs.label, "-U", fs.uuid])
             .arg("-E")
             .arg(format!(
@@ -149,6 +157,18 @@ pub fn mkfs_ext4(fs: &Ext4) -> Result<()> {
     .with_context(|| format!("creating the {} filesystem", fs.label))?;
     tracing::debug!(label = fs.label, "filesystem written");
     Ok(())
+}
+
+/// The effective uid of this process (`/proc/self/status`).
+pub(crate) fn effective_uid() -> Result<u32> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .and_then(|euid| euid.parse().ok())
+        .context("no effective uid in /proc/self/status")
 }
 
 /// The ESP: FAT32 at `offset`, then `source`'s content copied in with mtools.

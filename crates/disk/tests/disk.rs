@@ -330,6 +330,85 @@ fn non_root_rebuild_is_byte_identical() {
     assert_eq!(r["ostree_commit"], built().ostree_commit.as_str());
 }
 
+/// RHEL gives some /usr content to system users (polkit's rules.d belongs
+/// to polkitd): a build as root deploys it, and the root filesystem keeps
+/// the owner.
+#[test]
+fn content_owned_by_system_users_keeps_its_owner() {
+    let (w, base, _) = workdir();
+    let layer = tempfile::tempdir().unwrap();
+    let polkit = layer.path().join("usr/share/polkit-1");
+    std::fs::create_dir_all(polkit.join("rules.d")).unwrap();
+    std::fs::write(polkit.join("rules.d/49-strata.rules"), "// rules\n").unwrap();
+    run(Command::new("chown")
+        .args(["-R", "998:0"])
+        .arg(polkit.join("rules.d")));
+    run(Command::new("chmod")
+        .args(["0700"])
+        .arg(polkit.join("rules.d")));
+    let mut opts = strata_oscontainer::DeriveOptions::default();
+    for (k, v) in [
+        ("org.opencontainers.image.version", "413.86.202610150000-9"),
+        ("com.coreos.openshift-version", "4.13"),
+    ] {
+        opts.labels.insert(k.into(), v.into());
+    }
+    let tag = "ocp-4.13-owned-test";
+    strata_oscontainer::append_layers(
+        &w.join("oci"),
+        base,
+        tag,
+        &[strata_oscontainer::DerivedLayer::new(
+            layer.path(),
+            "polkit rules",
+        )],
+        &opts,
+    )
+    .unwrap();
+    // A workdir of its own, so that the other tests see only their builds.
+    let own = target().join("work-owned");
+    if own.exists() {
+        let _ = strata_disk::fs::make_removable(&own);
+        std::fs::remove_dir_all(&own).unwrap();
+    }
+    std::fs::create_dir_all(&own).unwrap();
+    let image = format!("oci:{}:{tag}", w.join("oci").display());
+    let r = build(&DiskOptions::new(
+        &own,
+        image,
+        vec!["metal".into()],
+        worker(),
+    ))
+    .unwrap();
+    let metal = &r.artifacts[0];
+    let json: serde_json::Value =
+        serde_json::from_str(&run(Command::new("sfdisk").arg("--json").arg(&metal.path))).unwrap();
+    let root_part = &json["partitiontable"]["partitions"][3];
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch.path().join("root");
+    extract(
+        &metal.path,
+        root_part["start"].as_u64().unwrap() * 512,
+        root_part["size"].as_u64().unwrap() * 512,
+        &root,
+    );
+    for path in ["rules.d", "rules.d/49-strata.rules"] {
+        let stat = run(Command::new("debugfs")
+            .arg("-R")
+            .arg(format!(
+                "stat /ostree/deploy/rhcos/deploy/{}.0/usr/share/polkit-1/{path}",
+                r.ostree_commit
+            ))
+            .arg(&root));
+        let user = stat
+            .split_whitespace()
+            .skip_while(|w| *w != "User:")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{stat}"));
+        assert_eq!(user, "998", "{path}: {stat}");
+    }
+}
+
 /// Bad input fails with a clear error and leaves neither artifacts nor
 /// staging behind.
 #[test]

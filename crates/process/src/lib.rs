@@ -136,6 +136,17 @@ pub fn run(cmd: &mut Command) -> Result<Output, Error> {
 
 /// Like [`run`], feeding `input` on stdin.
 pub fn run_with_input(cmd: &mut Command, input: Option<&[u8]>) -> Result<Output, Error> {
+    run_started(cmd, input, |_| Ok(()))
+}
+
+/// Like [`run_with_input`], calling `started` with the child's process id
+/// once it runs. When `started` fails, the child is killed and reaped, and
+/// the error is returned.
+pub fn run_started(
+    cmd: &mut Command,
+    input: Option<&[u8]>,
+    started: impl FnOnce(u32) -> std::io::Result<()>,
+) -> Result<Output, Error> {
     let command = display(cmd);
     tracing::debug!(target: "strata::cmd", "{command}");
     cmd.stdin(if input.is_some() {
@@ -155,6 +166,11 @@ pub fn run_with_input(cmd: &mut Command, input: Option<&[u8]>) -> Result<Output,
             }
         }
     })?;
+    if let Err(source) = started(child.id()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Error::Spawn { command, source });
+    }
     if let Some(input) = input {
         let mut stdin = child.stdin.take().expect("stdin is piped");
         // A child that exits early closes the pipe; its status tells the story.
