@@ -24,6 +24,8 @@
 //!   script doing `ostree admin deploy` (user namespace, tmpfs /boot) +
 //!   sfdisk + mkfs on the same commit (see `disk.rs`); and time per GB.
 //!
+//! `strata-bench derive` and `strata-bench disk` run only that part.
+//!
 //! compose's wall-clock time includes its own encapsulation; the
 //! compose-to-commit time is that minus strata's encapsulation of the same
 //! commit measured on its own (the same image: the digests are checked to
@@ -84,6 +86,11 @@ fn main() -> Result<()> {
         strata_compose::compose(&strata_compose::ComposeOptions::new(&manifest, workdir).vars(vars))
     };
     let compose = |snapshot: &str| compose_in(&workdir, snapshot);
+    if std::env::args().nth(1).as_deref() == Some("disk") {
+        // `strata-bench disk`: only the disk benchmark, on the first snapshot.
+        let v1 = compose(SNAPSHOTS[0])?;
+        return disk::bench(&workdir, &v1.image, &v1.ostree_commit, dir);
+    }
 
     // Compose and encapsulation of the first snapshot.
     let (strata_total, v1) = timed(|| compose(SNAPSHOTS[0]))?;

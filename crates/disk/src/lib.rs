@@ -636,11 +636,80 @@ fn write(path: &Path, content: &[u8]) -> Result<()> {
     std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Size and sha256 of a file.
+/// Size and sha256 of a file. The holes of a sparse file (most of a raw
+/// disk) are hashed from a buffer of zeros instead of being read: reading
+/// them makes the kernel fill a page of zeros for each.
 fn hash_file(path: &Path) -> Result<(u64, String)> {
-    let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    use std::os::unix::fs::FileExt;
+    const CHUNK: usize = 1 << 20;
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let size = f.metadata()?.len();
+    let reading = || format!("reading {}", path.display());
     let mut h = Sha256::new();
-    let size =
-        std::io::copy(&mut f, &mut h).with_context(|| format!("reading {}", path.display()))?;
+    let zeros = vec![0u8; CHUNK];
+    let mut buf = vec![0u8; CHUNK];
+    let mut pos = 0;
+    while pos < size {
+        let data = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(d) => d.min(size),
+            // No data after `pos`: the rest is a hole.
+            Err(rustix::io::Errno::NXIO) => size,
+            Err(e) => return Err(e).with_context(reading),
+        };
+        let mut zero = data - pos;
+        while zero > 0 {
+            let n = zero.min(CHUNK as u64);
+            h.update(&zeros[..n as usize]);
+            zero -= n;
+        }
+        if data == size {
+            break;
+        }
+        let hole = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(data))
+            .with_context(reading)?
+            .min(size);
+        let mut at = data;
+        while at < hole {
+            let n = (hole - at).min(CHUNK as u64) as usize;
+            f.read_exact_at(&mut buf[..n], at).with_context(reading)?;
+            h.update(&buf[..n]);
+            at += n as u64;
+        }
+        pos = hole;
+    }
     Ok((size, hex::encode(h.finalize())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::FileExt;
+
+    #[test]
+    fn sparse_files_hash_as_their_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, len, pieces) in [
+            (
+                "holes",
+                9 << 20,
+                vec![(0, &b"abc"[..]), ((5 << 20) + 3, b"xyz")],
+            ),
+            (
+                "trailing-data",
+                3 << 20,
+                vec![((3 << 20) - 2, &b"end"[..2])],
+            ),
+            ("all-hole", 2 << 20, vec![]),
+            ("empty", 0, vec![]),
+        ] {
+            let path = dir.path().join(name);
+            let f = std::fs::File::create(&path).unwrap();
+            f.set_len(len).unwrap();
+            for (at, bytes) in pieces {
+                f.write_all_at(bytes, at).unwrap();
+            }
+            let want = hex::encode(Sha256::digest(std::fs::read(&path).unwrap()));
+            assert_eq!(hash_file(&path).unwrap(), (len, want), "{name}");
+        }
+    }
 }
