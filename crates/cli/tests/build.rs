@@ -509,6 +509,37 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     );
 }
 
+/// `strata demo` on a fresh workdir: the build object of the demo pipeline
+/// plus where the fixture and pipeline are and the bytes shared and per
+/// release; a second run builds nothing.
+#[test]
+fn demo_builds_the_pipeline_then_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("w");
+    let first = strata_json(&["demo", "--workdir", w.to_str().unwrap()]);
+    assert_shape(&first, "build");
+    assert_shape(&first, "demo");
+    assert_eq!(first["changed"], true);
+    assert!(first["shared_bytes"].as_u64().unwrap() > 0);
+    let releases: Vec<&str> = first["release_bytes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            assert!(r[1].as_u64().unwrap() > 0, "{r}");
+            s(&r[0])
+        })
+        .collect();
+    assert_eq!(releases, ["4.12", "4.13"]);
+    for r in ["4.12", "4.13"] {
+        let disks = &release(&first, r)["disks"]["artifacts"];
+        assert_eq!(disks.as_array().unwrap().len(), 2, "{r}: qemu and metal");
+    }
+    let again = strata_json(&["demo", "--workdir", w.to_str().unwrap()]);
+    assert_eq!(again["changed"], false);
+    assert_eq!(again["digest"], first["digest"]);
+}
+
 /// A pipeline naming a platform the disk stage does not build fails before
 /// anything is composed, with one error line; a misspelt key names its
 /// file, line and column.
