@@ -62,6 +62,13 @@ fn main() -> Result<()> {
             anyhow::bail!("the disk deploy worker failed")
         };
     }
+    // The stages' own log lines, for finding where a side spends its time.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_default_env() {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
     let fixture = Fixture::generate(
         &target.join("strata-bench-fixture"),
