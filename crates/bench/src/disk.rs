@@ -6,7 +6,8 @@
 //! root at their offsets in a disk file of the same size, then removal of
 //! the scratch sysroot (strata removes its own too). The baseline
 //! installs no bootloader and writes no metadata: it is the floor of the
-//! work, not a complete disk. Also prints strata's time per GB of content.
+//! work, not a complete disk. Run on a larger and a smaller commit, with
+//! strata's time per GB of content on each.
 
 use std::path::Path;
 use std::process::Command;
@@ -50,27 +51,84 @@ du -s --apparent-size -B1 "$S" | cut -f1
 rm -rf "$S" "$work/boot" "$work/esp"
 "#;
 
-/// Runs both sides on the image `image` of `workdir` (commit `commit`) and
-/// prints the section.
-pub fn bench(workdir: &Path, image: &str, commit: &str, dir: &Path) -> Result<()> {
-    // Each side starts with no dirty data of earlier steps to write back:
-    // a sync() inside one of them would otherwise pay for the others.
-    settle()?;
-    eprintln!("bench: strata disk (metal)");
+/// One commit to build disks of: its workdir, image and commit.
+pub struct Subject<'a> {
+    pub workdir: &'a Path,
+    pub image: &'a str,
+    pub commit: &'a str,
+}
+
+/// Both sides on one commit.
+struct Measured {
+    strata: Duration,
+    baseline: Duration,
+    /// The sysroot's files (hard links once), as the baseline's `du`
+    /// counted them before removing them.
+    content: u64,
+    raw: u64,
+}
+
+/// Runs both sides on `large` and on `small` (a commit with less content)
+/// and prints the section: the ratio on each, and strata's time per GB of
+/// content on each (equal when the cost is linear in the content).
+pub fn bench(large: &Subject, small: &Subject, dir: &Path) -> Result<()> {
     // A copy of this executable: `cargo build` elsewhere may replace the
     // file while a long bench runs, and the worker must still start.
     let exe = dir.join("strata-bench-worker");
     std::fs::copy("/proc/self/exe", &exe).context("copying the bench executable")?;
-    let mut worker = Command::new(&exe);
+    let l = measure(large, &exe, &dir.join("disk-large"))?;
+    let s = measure(small, &exe, &dir.join("disk-small"))?;
+
+    println!();
+    println!("disk image (metal) of a commit, strata against the baseline script");
+    for (what, m) in [("larger", &l), ("smaller", &s)] {
+        println!(
+            "  {what} commit: {:.0} MiB of files in the sysroot, raw disk {:.0} MiB",
+            mib(m.content),
+            mib(m.raw)
+        );
+        row(
+            "  strata disk (deploy, GRUB, metadata)",
+            secs(m.strata),
+            "s",
+        );
+        row(
+            "  baseline: ostree admin deploy + sfdisk + mkfs",
+            secs(m.baseline),
+            "s",
+        );
+        ratio(
+            "  ratio baseline/strata (above 1: strata is faster)",
+            secs(m.baseline) / secs(m.strata),
+        );
+        row("  strata per GB of content", per_gb(m), "s/GB");
+    }
+    ratio(
+        "per-GB time, larger / smaller (1: linear in content)",
+        per_gb(&l) / per_gb(&s),
+    );
+    Ok(())
+}
+
+fn per_gb(m: &Measured) -> f64 {
+    secs(m.strata) / (m.content as f64 / 1e9)
+}
+
+fn measure(subject: &Subject, exe: &Path, work: &Path) -> Result<Measured> {
+    // Each side starts with no dirty data of earlier steps to write back:
+    // a sync() inside one of them would otherwise pay for the others.
+    settle()?;
+    eprintln!("bench: strata disk (metal) of {}", subject.image);
+    let mut worker = Command::new(exe);
     worker.arg(WORKER_ARG);
-    let opts = strata_disk::DiskOptions::new(workdir, image, vec!["metal".into()], worker);
+    let opts =
+        strata_disk::DiskOptions::new(subject.workdir, subject.image, vec!["metal".into()], worker);
     let (strata, r) = timed(|| strata_disk::build(&opts))?;
-    let raw = &r.artifacts[0];
+    let raw = r.artifacts[0].size;
 
     settle()?;
     eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
-    let work = dir.join("disk-baseline");
-    std::fs::create_dir_all(&work)?;
+    std::fs::create_dir_all(work)?;
     let disk = work.join("disk.raw");
     let (baseline, out) = timed(|| {
         Ok(strata_process::stdout(
@@ -78,39 +136,24 @@ pub fn bench(workdir: &Path, image: &str, commit: &str, dir: &Path) -> Result<()
                 .arg("-c")
                 .arg(BASELINE)
                 .arg("sh")
-                .arg(workdir.join("repo"))
-                .arg(commit)
-                .arg(&work)
+                .arg(subject.workdir.join("repo"))
+                .arg(subject.commit)
+                .arg(work)
                 .arg(&disk)
-                .arg(raw.size.to_string()),
+                .arg(raw.to_string()),
         )?)
     })?;
-    // The sysroot's files (hard links once), as `du` counted them before
-    // the script removed them.
-    let content: u64 = out
+    let content = out
         .trim()
         .parse()
         .with_context(|| format!("the baseline script printed {out:?}"))?;
-    let gb = content as f64 / 1e9;
-
-    println!();
-    println!(
-        "disk image (metal, raw {:.0} MiB) of that commit, {:.0} MiB of files in the sysroot",
-        mib(raw.size),
-        mib(content)
-    );
-    row("strata disk (deploy, GRUB, metadata)", secs(strata), "s");
-    row(
-        "baseline: ostree admin deploy + sfdisk + mkfs",
-        secs(baseline),
-        "s",
-    );
-    ratio(
-        "ratio baseline/strata (above 1: strata is faster)",
-        secs(baseline) / secs(strata),
-    );
-    row("strata per GB of content", secs(strata) / gb, "s/GB");
-    Ok(())
+    std::fs::remove_file(&disk)?;
+    Ok(Measured {
+        strata,
+        baseline,
+        content,
+        raw,
+    })
 }
 
 fn settle() -> Result<()> {

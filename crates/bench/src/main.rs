@@ -22,7 +22,8 @@
 //!   unpack + dnf --installroot + umoci repack (see `derive.rs`).
 //! - disk (issue 6): `strata disk` (metal) of the first commit against a
 //!   script doing `ostree admin deploy` (user namespace, tmpfs /boot) +
-//!   sfdisk + mkfs on the same commit (see `disk.rs`); and time per GB.
+//!   sfdisk + mkfs on the same commit (see `disk.rs`), and again on the
+//!   demo base (no scale packages); time per GB of content on both.
 //!
 //! `strata-bench derive` and `strata-bench disk` run only that part.
 //!
@@ -96,7 +97,7 @@ fn main() -> Result<()> {
     if std::env::args().nth(1).as_deref() == Some("disk") {
         // `strata-bench disk`: only the disk benchmark, on the first snapshot.
         let v1 = compose(SNAPSHOTS[0])?;
-        return disk::bench(&workdir, &v1.image, &v1.ostree_commit, dir);
+        return disk_bench(&fixture, &workdir, &v1, dir);
     }
 
     // Compose and encapsulation of the first snapshot.
@@ -291,9 +292,42 @@ fn main() -> Result<()> {
     for l in &strata_diff.layers_added {
         println!("    {:>8.2} MiB  {}", mib(l.size), describe(&l.components));
     }
-    disk::bench(&workdir, &v1.image, &v1.ostree_commit, dir)?;
+    disk_bench(&fixture, &workdir, &v1, dir)?;
     derive::bench(&fixture, &target, dir)?;
     Ok(())
+}
+
+/// The disk part: the composed scale commit, and the demo base (the same
+/// without the scale packages) as the smaller commit.
+fn disk_bench(
+    fixture: &Fixture,
+    workdir: &Path,
+    large: &strata_compose::ComposeResult,
+    dir: &Path,
+) -> Result<()> {
+    eprintln!("bench: strata compose of the demo base (the smaller disk)");
+    let small_workdir = dir.join("strata-work-small");
+    let vars = strata_manifest::Vars::from_assignments([
+        format!("fixture={}", fixture.root.display()),
+        format!("snapshot={}", SNAPSHOTS[0]),
+    ])?;
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo/rhel-8.6.yaml");
+    let small = strata_compose::compose(
+        &strata_compose::ComposeOptions::new(demo, &small_workdir).vars(vars),
+    )?;
+    disk::bench(
+        &disk::Subject {
+            workdir,
+            image: &large.image,
+            commit: &large.ostree_commit,
+        },
+        &disk::Subject {
+            workdir: &small_workdir,
+            image: &small.image,
+            commit: &small.ostree_commit,
+        },
+        dir,
+    )
 }
 
 fn describe(components: &[String]) -> String {
