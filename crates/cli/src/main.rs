@@ -2,6 +2,7 @@
 
 fn main() -> std::process::ExitCode {
     strata_cli::init_logging();
+    quiet_on_closed_stdout();
     match strata_cli::run(std::env::args_os()) {
         Ok(code) => code,
         Err(err) => {
@@ -9,4 +10,23 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// `strata inspect … | head`: when the reader of stdout goes away, `println!`
+/// panics on the broken pipe. Exit as a C program killed by SIGPIPE would
+/// (status 141), without a panic message; every other panic reports as usual.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }

@@ -425,6 +425,18 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let inspected = strata_json(&["inspect", &node_413, "--tls-verify=false"]);
     assert_shape(&inspected, "inspect");
     assert_eq!(inspected["digest"], single["digest"]);
+    // A reader that goes away (`| head`): status 141 as for SIGPIPE, no panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["inspect", &node_413, "--tls-verify=false"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
     let fixture_json = strata_json(&["fixture", "--out", fixture.to_str().unwrap()]);
     assert_shape(&fixture_json, "fixture");
 
