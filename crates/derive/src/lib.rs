@@ -733,7 +733,9 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
         p.stream,
         p.packages.len()
     );
+    let started = std::time::Instant::now();
     worker::run(&opts.worker, &job, staging)?;
+    tracing::debug!(elapsed = ?started.elapsed(), "{}: installed", p.stream);
     Ok(upper)
 }
 
@@ -878,8 +880,10 @@ fn is_opaque(path: &Path) -> bool {
 /// Turns the upper dir into the derived image and commit, and records the
 /// build.
 fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Result<DeriveResult> {
+    let started = std::time::Instant::now();
     let repo = wd.ostree_repo()?;
     prune_unchanged(upper, lower, &BaseTree::open(&repo, &base.commit)?)?;
+    tracing::debug!(elapsed = ?started.elapsed(), "{}: unchanged copy-ups pruned", p.stream);
     let tag = format!("{}-{}", p.stream, p.version);
     let mut components: Vec<String> = p.packages.iter().map(|x| x.name.clone()).collect();
     components.sort();
@@ -927,6 +931,7 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
     dopts.source_date_epoch = Some(p.sde);
     let derived = strata_oscontainer::append_layers(&wd.oci(), &base.tag, &tag, &[layer], &dopts)
         .context("writing the derived image")?;
+    tracing::debug!(elapsed = ?started.elapsed(), "{}: derived image written", p.stream);
     let mut iopts = strata_oscontainer::ImportOptions::default();
     iopts.ref_name = Some(ostree_ref(&p.stream));
     iopts.reuse_base = true;
