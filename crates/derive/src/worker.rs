@@ -44,6 +44,13 @@ impl WorkerCommand {
         self.args.push(a.into());
         self
     }
+
+    /// The program with its leading arguments, ready for more.
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args);
+        c
+    }
 }
 
 /// A file to put into the tree.

@@ -23,9 +23,7 @@
 pub mod disks;
 pub mod record;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
@@ -37,40 +35,9 @@ pub use disks::DisksResult;
 pub use record::ReleaseRecord;
 
 /// How to start a worker process: a program and its leading arguments; the
-/// stage appends its own (job and outcome files).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Worker {
-    pub program: PathBuf,
-    pub args: Vec<OsString>,
-}
-
-impl Worker {
-    pub fn new(program: impl Into<PathBuf>) -> Self {
-        Self {
-            program: program.into(),
-            args: Vec::new(),
-        }
-    }
-
-    pub fn arg(mut self, a: impl Into<OsString>) -> Self {
-        self.args.push(a.into());
-        self
-    }
-
-    fn derive(&self) -> strata_derive::WorkerCommand {
-        self.args
-            .iter()
-            .fold(strata_derive::WorkerCommand::new(&self.program), |w, a| {
-                w.arg(a.clone())
-            })
-    }
-
-    fn command(&self) -> Command {
-        let mut c = Command::new(&self.program);
-        c.args(&self.args);
-        c
-    }
-}
+/// stage appends its own (job and outcome files). Derive's and disk's
+/// workers are started the same way.
+pub use strata_derive::WorkerCommand as Worker;
 
 /// Something that happened, for a progress display. The library only
 /// reports; the CLI decides how to draw it (bars on a terminal, log lines
@@ -292,7 +259,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             &opts.workdir,
             &composed.image,
             manifests,
-            opts.derive_worker.derive(),
+            opts.derive_worker.clone(),
         )
         .vars(vars)
         .source_date_epoch(sde),
