@@ -2,13 +2,13 @@
 //! mounts or root: `mkfs.ext4 -E offset=… -d DIR`, `mkfs.vfat --offset` and
 //! mtools; plus the tree walks they need (clamped times, sizes, copies).
 //!
-//! mkfs.ext4 copies owners from the source tree, which belongs to the user
-//! running strata: it runs in a user namespace mapping that user to root,
-//! where the files read as root's and unreadable modes do not stop it.
+//! mkfs.ext4 copies owners from the source tree as it sees them: it runs in
+//! the build's user namespace ([`crate::userns`]), where the user running
+//! strata is root and the image's system users are themselves.
 //! Nothing here decides where partitions are; [`crate::layout`] does.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
@@ -114,42 +114,36 @@ fn walk(root: &Path, f: &mut dyn FnMut(&Path, &std::fs::Metadata) -> Result<()>)
 }
 
 /// Where and how to write one ext4 filesystem.
-pub struct Ext4<'a> {
-    pub disk: &'a Path,
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ext4 {
+    pub disk: PathBuf,
     pub offset: u64,
     pub size: u64,
-    pub label: &'a str,
-    pub uuid: &'a str,
-    pub source: &'a Path,
+    pub label: String,
+    pub uuid: String,
+    pub source: PathBuf,
     pub epoch: i64,
 }
 
 /// `mkfs.ext4` populated from a directory, at an offset in `disk`. Files
-/// keep their owners when run as root (the deployment gave them the image's
-/// owners); as any other user, mkfs runs as root of a user namespace, so
-/// the user's files become root's in the filesystem.
+/// get the owners this process sees: run in the build's user namespace
+/// ([`crate::userns::Job::Ext4`]), those are the image's owners, and the
+/// files of the user running strata are root's.
 pub fn mkfs_ext4(fs: &Ext4) -> Result<()> {
     strata_process::require("mkfs.ext4")?;
-    let mut cmd = if effective_uid()? == 0 {
-        Command::new("mkfs.ext4")
-    } else {
-        strata_process::require("unshare")?;
-        let mut c = Command::new("unshare");
-        c.args(["--user", "--map-root-user", "--", "mkfs.ext4"]);
-        c
-    };
     let blocks = fs.size / 4096;
     strata_process::run(
-        cmd.args(["-q", "-F"])
-            .args(["-b", "4096", "-L", fs.label, "-U", fs.uuid])
+        Command::new("mkfs.ext4")
+            .args(["-q", "-F"])
+            .args(["-b", "4096", "-L", &fs.label, "-U", &fs.uuid])
             .arg("-E")
             .arg(format!(
                 "offset={},hash_seed={},nodiscard,root_owner=0:0",
                 fs.offset, fs.uuid
             ))
             .arg("-d")
-            .arg(fs.source)
-            .arg(fs.disk)
+            .arg(&fs.source)
+            .arg(&fs.disk)
             .arg(blocks.to_string())
             .env("E2FSPROGS_FAKE_TIME", fs.epoch.to_string())
             .env("SOURCE_DATE_EPOCH", fs.epoch.to_string()),
@@ -157,18 +151,6 @@ pub fn mkfs_ext4(fs: &Ext4) -> Result<()> {
     .with_context(|| format!("creating the {} filesystem", fs.label))?;
     tracing::debug!(label = fs.label, "filesystem written");
     Ok(())
-}
-
-/// The effective uid of this process (`/proc/self/status`).
-pub(crate) fn effective_uid() -> Result<u32> {
-    let status =
-        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .and_then(|euid| euid.parse().ok())
-        .context("no effective uid in /proc/self/status")
 }
 
 /// The ESP: FAT32 at `offset`, then `source`'s content copied in with mtools.

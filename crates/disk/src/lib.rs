@@ -4,15 +4,17 @@
 //!
 //! [`build`] resolves the image (a workdir tag, `oci:DIR:TAG` or
 //! `docker://…`) to a commit in `W/repo`, deploys it once into a sysroot in
-//! a staging directory (a namespaced child process, [`deploy`]), writes the
-//! aleph file, BLS title and GRUB files, then per platform partitions a
-//! plain file and writes the filesystems into it at their offsets. Results
-//! are renamed into the build's directory only when everything worked.
+//! a staging directory, writes the aleph file, BLS title and GRUB files,
+//! then per platform partitions a plain file and writes the filesystems
+//! into it at their offsets. Everything that touches the sysroot runs in a
+//! child process in a user namespace ([`userns`]). Results are renamed into
+//! the build's directory only when everything worked.
 //!
 //! Modules:
 //! - [`platform`]: the platform table (kargs, format, sector size, size).
 //! - [`layout`]: the GPT layout as data and its sfdisk script.
-//! - [`deploy`]: the sysroot deployment through libostree, in a child.
+//! - [`userns`]: the namespaced worker and how its ids map onto the host's.
+//! - [`deploy`]: the sysroot deployment through libostree (a worker job).
 //! - [`bootloader`]: grub.cfg from BLS entries, the BIOS boot code patch.
 //! - [`fs`]: mkfs.ext4/mkfs.vfat/mtools at offsets; tree walks.
 //! - [`meta`]: aleph, platforms.json, meta.json images, stream metadata.
@@ -26,6 +28,7 @@ pub mod fs;
 pub mod layout;
 pub mod meta;
 pub mod platform;
+pub mod userns;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -38,11 +41,16 @@ use ostree::prelude::*;
 use sha2::{Digest, Sha256};
 use strata_oscontainer::{ImageRef, TransportOptions};
 use strata_workdir::Workdir;
+use userns::{Job, Namespace};
 
-pub use deploy::{worker_main, DeployJob, Deployed};
+pub use deploy::{DeployJob, Deployed};
 pub use layout::Uuids;
 pub use meta::{Artifact, Identity};
 pub use platform::{Format, Platform, PLATFORMS};
+pub use userns::{worker_main, IdMap};
+
+/// The staging directory's sysroot: the root filesystem's content.
+const SYSROOT: &str = "sysroot";
 
 /// What to build.
 #[derive(Debug)]
@@ -153,9 +161,23 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         kernel_of(&repo, &id.ostree_commit).with_context(|| format!("image {}", id.image))?;
     tracing::info!(commit = %id.ostree_commit, kernel = %kver, "deploying");
 
+    let ns = Namespace {
+        map: IdMap::for_this_process()?,
+        worker: &opts.worker,
+    };
+    tracing::debug!(map = ?ns.map, "user namespace");
     let staging = w.staging("disk")?;
-    let result = build_in(&w, opts, &id, &platforms, epoch, staging.path());
-    // A deployment has read-only directories: make them removable first.
+    let result = build_in(&w, opts, &id, &platforms, epoch, &ns, staging.path());
+    // What is left of the sysroot after a failure may belong to ids only
+    // the namespace has.
+    let sysroot = staging.path().join(SYSROOT);
+    if sysroot.exists() {
+        if let Err(e) = ns.run::<()>(&Job::Remove { path: sysroot }) {
+            tracing::warn!("removing the sysroot: {e:#}");
+        }
+    }
+    // The rest is the user's own; copies of /boot have read-only
+    // directories.
     let _ = fs::make_removable(staging.path());
     result
 }
@@ -166,10 +188,11 @@ fn build_in(
     id: &Identity,
     platforms: &[&'static Platform],
     epoch: i64,
+    ns: &Namespace,
     stage: &Path,
 ) -> Result<DiskResult> {
     let started = std::time::Instant::now();
-    let sysroot = stage.join("sysroot");
+    let sysroot = stage.join(SYSROOT);
     let boot = stage.join("boot");
     std::fs::create_dir_all(&sysroot)?;
     // Deployed once with the first platform's arguments; each disk's BLS
@@ -188,14 +211,13 @@ fn build_in(
         stateroot: id.osname.clone(),
         kargs,
         origin_image: origin_reference(&id.image),
+        aleph: serde_json::to_string_pretty(&meta::aleph(id))?,
     };
-    let deployed = deploy::run_in_child(&opts.worker, &job)?;
+    let deployed: Deployed = ns
+        .run(&Job::Deploy(job))
+        .with_context(|| format!("deploying {}", id.ostree_commit))?;
     let deployment = sysroot.join(&deployed.deployment);
     tracing::info!(elapsed = ?started.elapsed(), "deployed {}", deployed.deployment.display());
-
-    // The root filesystem: the sysroot, with an empty /boot mount point.
-    let aleph = serde_json::to_vec_pretty(&meta::aleph(id))?;
-    write(&sysroot.join(".coreos-aleph-version.json"), &aleph)?;
 
     // The bootloader files, from the commit's own content.
     let esp = stage.join("esp");
@@ -210,9 +232,8 @@ fn build_in(
         &serde_json::to_vec_pretty(&meta::platforms_json(PLATFORMS, id))?,
     )?;
     write(&boot.join("ignition.firstboot"), b"")?;
-    fs::clamp_times(&sysroot, epoch)?;
     fs::clamp_times(&esp, epoch)?;
-    let root_min = layout::root_size_for(fs::content_size(&sysroot)?);
+    let root_min = layout::root_size_for(deployed.content_size);
     tracing::debug!(elapsed = ?started.elapsed(), "sysroot prepared");
 
     let out = stage.join("out");
@@ -226,7 +247,6 @@ fn build_in(
             let boot_p = stage.join(format!("boot-{}", p.name));
             fs::copy_tree(&boot, &boot_p)?;
             platform_boot(&boot_p, p, id, &pretty)?;
-            fs::clamp_times(&boot_p, epoch)?;
             let raw = stage.join(format!("{}.raw", p.name));
             let lay = layout::plan(
                 p.sector_size,
@@ -235,6 +255,7 @@ fn build_in(
                 &opts.uuids,
             )?;
             write_disk(
+                ns,
                 &raw,
                 &lay,
                 &Sources {
@@ -279,8 +300,9 @@ fn build_in(
         // The sysroot is no longer needed: removing thousands of files
         // waits on the filesystem's journal, so it overlaps the hashing.
         let cleanup = scope.spawn(|| {
-            let _ = fs::make_removable(&sysroot);
-            let _ = std::fs::remove_dir_all(&sysroot);
+            ns.run::<()>(&Job::Remove {
+                path: sysroot.clone(),
+            })
         });
         let artifacts = hashing
             .into_iter()
@@ -296,7 +318,9 @@ fn build_in(
                 })
             })
             .collect::<Result<Vec<_>>>();
-        let _ = cleanup.join();
+        if let Ok(Err(e)) = cleanup.join() {
+            tracing::warn!("removing the sysroot: {e:#}");
+        }
         artifacts
     })?;
 
@@ -395,7 +419,7 @@ struct Sources<'a> {
 }
 
 /// Partitions `raw`, writes the three filesystems and the BIOS boot code.
-fn write_disk(raw: &Path, lay: &layout::Layout, src: &Sources) -> Result<()> {
+fn write_disk(ns: &Namespace, raw: &Path, lay: &layout::Layout, src: &Sources) -> Result<()> {
     let file = std::fs::File::create(raw).with_context(|| format!("creating {}", raw.display()))?;
     file.set_len(lay.disk_size)?;
     drop(file);
@@ -434,28 +458,22 @@ fn write_disk(raw: &Path, lay: &layout::Layout, src: &Sources) -> Result<()> {
         src.epoch,
     )?;
     // Reading a file moves its atime (relatime: when older than a day),
-    // and mkfs.ext4 -d copies atimes: clamp again right before each copy,
-    // so an earlier platform's mkfs leaves no trace in the next one.
-    fs::clamp_times(src.boot, src.epoch)?;
-    fs::clamp_times(src.root, src.epoch)?;
-    fs::mkfs_ext4(&fs::Ext4 {
-        disk: raw,
-        offset: lay.boot().start,
-        size: lay.boot().size,
-        label: "boot",
-        uuid: &src.uuids.boot_fs,
-        source: src.boot,
-        epoch: src.epoch,
-    })?;
-    fs::mkfs_ext4(&fs::Ext4 {
-        disk: raw,
-        offset: lay.root().start,
-        size: lay.root().size,
-        label: "root",
-        uuid: &src.uuids.root_fs,
-        source: src.root,
-        epoch: src.epoch,
-    })?;
+    // and mkfs.ext4 -d copies atimes: each job clamps right before its
+    // copy, so an earlier platform's mkfs leaves no trace in the next one.
+    for (part, label, uuid, source) in [
+        (lay.boot(), "boot", &src.uuids.boot_fs, src.boot),
+        (lay.root(), "root", &src.uuids.root_fs, src.root),
+    ] {
+        ns.run::<()>(&Job::Ext4(fs::Ext4 {
+            disk: raw.to_path_buf(),
+            offset: part.start,
+            size: part.size,
+            label: label.to_string(),
+            uuid: uuid.clone(),
+            source: source.to_path_buf(),
+            epoch: src.epoch,
+        }))?;
+    }
     // BIOS boot code: only for 512-byte sectors (BIOSes boot no 4Kn disks).
     if lay.sector_size == 512 {
         let bios = lay.bios_boot();

@@ -30,6 +30,9 @@ pub struct Identity {
     pub stream: String,
 }
 
+/// Where the aleph file is, on the root filesystem.
+pub const ALEPH_FILE: &str = ".coreos-aleph-version.json";
+
 /// `/.coreos-aleph-version.json`.
 pub fn aleph(id: &Identity) -> Value {
     json!({

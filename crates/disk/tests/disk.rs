@@ -296,6 +296,67 @@ fn metal_image_boots_with_bios() {
     boot(strata_testdistro::boot::Firmware::Bios, "metal");
 }
 
+/// A workdir of its own for a test's build, empty, owned by `uid`.
+fn fresh_workdir(name: &str, uid: u32) -> PathBuf {
+    let dir = target().join(name);
+    if dir.exists() {
+        // A failed run may have left a sysroot with subordinate owners.
+        run(Command::new("rm").arg("-rf").arg(&dir));
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    run(Command::new("chown").arg(format!("{uid}:{uid}")).arg(&dir));
+    dir
+}
+
+/// The uid of the account the tests build as when they need an ordinary
+/// user with subordinate ids (ci/install-deps creates it).
+fn subid_user() -> u32 {
+    let out = Command::new("id")
+        .args(["-u", "strata-test"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the user strata-test (an ordinary user with /etc/subuid and /etc/subgid ranges) is \
+         missing: run ci/install-deps"
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A whole build run as user `uid` (its own group, no others) through the
+/// test worker's `build`: its JSON result, or its stderr.
+fn build_as(
+    uid: u32,
+    workdir: &Path,
+    image: &str,
+    platform: &str,
+    target: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    let gid = std::os::unix::fs::MetadataExt::gid(&std::fs::metadata(workdir).unwrap());
+    let out = Command::new("setpriv")
+        .arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args(["--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_strata-disk-worker"))
+        .arg("build")
+        .arg(workdir)
+        .arg(image)
+        .arg(platform)
+        .args(target)
+        .env("HOME", workdir)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(serde_json::from_slice(&out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
 /// A second build, as another (unprivileged) user in a workdir of its own
 /// that imports the image through another reference: byte-identical raw
 /// disk, since both name the same target.
@@ -303,24 +364,9 @@ fn metal_image_boots_with_bios() {
 fn non_root_rebuild_is_byte_identical() {
     let first = artifact("metal").sha256.clone();
     let (w, _, tag) = workdir();
-    let w2 = target().join("work-nobody");
-    if w2.exists() {
-        let _ = strata_disk::fs::make_removable(&w2);
-        std::fs::remove_dir_all(&w2).unwrap();
-    }
-    std::fs::create_dir_all(&w2).unwrap();
-    run(Command::new("chown").arg("65534:65534").arg(&w2));
+    let w2 = fresh_workdir("work-nobody", 65534);
     let image = format!("oci:{}:{tag}", w.join("oci").display());
-    let out = run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_strata-disk-worker"))
-        .arg("build")
-        .arg(&w2)
-        .arg(&image)
-        .arg("metal")
-        .arg(TARGET)
-        .env("HOME", &w2));
-    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let r = build_as(65534, &w2, &image, "metal", Some(TARGET)).unwrap_or_else(|e| panic!("{e}"));
     let a = &r["artifacts"][0];
     let owner = std::os::unix::fs::MetadataExt::uid(
         &std::fs::metadata(a["path"].as_str().unwrap()).unwrap(),
@@ -331,8 +377,9 @@ fn non_root_rebuild_is_byte_identical() {
 }
 
 /// RHEL gives some /usr content to system users (polkit's rules.d belongs
-/// to polkitd): a build as root deploys it, and the root filesystem keeps
-/// the owner.
+/// to polkitd): a build as root deploys it and the root filesystem keeps
+/// the owner; so does a build as an ordinary user with subordinate ids,
+/// byte for byte. A user without them gets an error that says what to do.
 #[test]
 fn content_owned_by_system_users_keeps_its_owner() {
     let (w, base, _) = workdir();
@@ -365,17 +412,12 @@ fn content_owned_by_system_users_keeps_its_owner() {
         &opts,
     )
     .unwrap();
-    // A workdir of its own, so that the other tests see only their builds.
-    let own = target().join("work-owned");
-    if own.exists() {
-        let _ = strata_disk::fs::make_removable(&own);
-        std::fs::remove_dir_all(&own).unwrap();
-    }
-    std::fs::create_dir_all(&own).unwrap();
+    // Workdirs of their own, so that the other tests see only their builds.
+    let own = fresh_workdir("work-owned", 0);
     let image = format!("oci:{}:{tag}", w.join("oci").display());
     let r = build(&DiskOptions::new(
         &own,
-        image,
+        image.as_str(),
         vec!["metal".into()],
         worker(),
     ))
@@ -407,6 +449,37 @@ fn content_owned_by_system_users_keeps_its_owner() {
             .unwrap_or_else(|| panic!("{stat}"));
         assert_eq!(user, "998", "{path}: {stat}");
     }
+
+    let uid = subid_user();
+    let subids = fresh_workdir("work-subids", uid);
+    let r2 = build_as(uid, &subids, &image, "metal", None).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r2["artifacts"][0]["sha256"],
+        metal.sha256.as_str(),
+        "built with subordinate ids: the same bytes as root's build"
+    );
+    assert_eq!(listing(&subids.join("tmp")), Vec::<String>::new());
+
+    let nobody = fresh_workdir("work-owned-nobody", 65534);
+    let err = build_as(65534, &nobody, &image, "metal", None).unwrap_err();
+    assert!(
+        err.contains("/etc/subuid") && err.contains("uidmap"),
+        "{err}"
+    );
+    assert_eq!(listing(&nobody.join("tmp")), Vec::<String>::new());
+    assert!(!nobody.join("builds/ocp-4.13").exists());
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
 }
 
 /// Bad input fails with a clear error and leaves neither artifacts nor
@@ -415,16 +488,6 @@ fn content_owned_by_system_users_keeps_its_owner() {
 fn bad_input_leaves_nothing() {
     let (w, tag, _) = workdir();
     built();
-    let listing = |dir: &Path| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
     let build_dir = built().build_dir.clone();
     let before = listing(&build_dir);
 
