@@ -19,7 +19,7 @@
 //! writes happen in one repository transaction that is aborted on error.
 //! Nothing is written outside the repository.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::Path;
 
@@ -205,10 +205,12 @@ fn import_layout(
     let commit = if derived.is_empty() {
         base.clone()
     } else {
+        let started = std::time::Instant::now();
         let mut tree = DerivedTree::new(&repo, &base)?;
         for l in derived {
             tree.apply_layer(&layout, l)?;
         }
+        tracing::debug!(elapsed = ?started.elapsed(), "derived layers applied");
         filtered = std::mem::take(&mut tree.filtered);
         let created = image.config.created().as_deref().and_then(parse_rfc3339);
         tree.commit(
@@ -782,15 +784,56 @@ impl<'r> DerivedTree<'r> {
         Ok(Some((cur, name)))
     }
 
+    /// Applies one layer in a single read of it. Whiteouts hide the layers
+    /// below only, wherever they stand in the tar: a whiteout of a path
+    /// this layer has already added spares what the layer added (see
+    /// [`Self::whiteout`]), which is what applying all whiteouts first and
+    /// the content after would give.
     fn apply_layer(&mut self, layout: &Layout, desc: &Descriptor) -> Result<()> {
-        // Pass 1: whiteouts, which apply to the layers below only.
+        let mut added = HashSet::new();
         self.each_entry(layout, desc, |tree, entry, path| {
-            tree.whiteout(desc, entry, path)
-        })?;
-        // Pass 2: content.
-        self.each_entry(layout, desc, |tree, entry, path| {
-            tree.add(desc, entry, path)
+            let name = path.rsplit('/').next().unwrap_or(path);
+            if name.starts_with(".wh.") {
+                tree.whiteout(desc, path, &added)
+            } else if let Some(kept) = tree.add(desc, entry, path)? {
+                // The path and its parents now hold this layer's content.
+                let mut p = kept.as_str();
+                while added.insert(p.to_string()) {
+                    match p.rsplit_once('/') {
+                        Some((parent, _)) => p = parent,
+                        None => break,
+                    }
+                }
+                Ok(())
+            } else {
+                Ok(())
+            }
         })
+    }
+
+    /// Removes from `dir` (at `path`) everything this layer has not added,
+    /// keeping what it has.
+    fn keep_only_added(
+        dir: &ostree::MutableTree,
+        path: &str,
+        added: &HashSet<String>,
+    ) -> Result<()> {
+        let files = dir.copy_files();
+        let dirs = dir.copy_subdirs();
+        for name in files.keys().chain(dirs.keys()) {
+            let child = format!("{path}/{name}");
+            if !added.contains(&child) {
+                dir.remove(name, true)
+                    .context_with(|| format!("removing {child}"))?;
+            }
+        }
+        for (name, sub) in dirs {
+            let child = format!("{path}/{name}");
+            if added.contains(&child) {
+                Self::keep_only_added(&sub, &child, added)?;
+            }
+        }
+        Ok(())
     }
 
     fn each_entry(
@@ -821,12 +864,10 @@ impl<'r> DerivedTree<'r> {
         Ok(())
     }
 
-    fn whiteout<R: Read>(
-        &mut self,
-        desc: &Descriptor,
-        _entry: &mut tar::Entry<R>,
-        path: &str,
-    ) -> Result<()> {
+    /// Applies the whiteout entry at `path` to the layers below: the
+    /// victim goes, except for what this layer has `added` (a directory it
+    /// added keeps only its own content).
+    fn whiteout(&mut self, desc: &Descriptor, path: &str, added: &HashSet<String>) -> Result<()> {
         let (dir, name) = match path.rsplit_once('/') {
             Some((d, n)) => (Some(d), n),
             None => (None, path),
@@ -855,14 +896,12 @@ impl<'r> DerivedTree<'r> {
         let Some((parent, name)) = self.parent(desc, &victim, false)? else {
             return Ok(());
         };
-        if opaque {
-            if let Node::Dir(d) = Self::lookup(&parent, &name)? {
-                let files = d.copy_files();
-                let dirs = d.copy_subdirs();
-                for n in files.keys().chain(dirs.keys()) {
-                    d.remove(n, true)
-                        .context_with(|| format!("removing {victim}/{n}"))?;
-                }
+        if opaque || added.contains(&victim) {
+            match Self::lookup(&parent, &name)? {
+                Node::Dir(d) => Self::keep_only_added(&d, &victim, added)?,
+                // A file this layer added stays; an opaque marker in a
+                // directory that is not one has nothing to hide.
+                Node::File(_) | Node::Missing => {}
             }
         } else {
             parent
@@ -872,21 +911,22 @@ impl<'r> DerivedTree<'r> {
         Ok(())
     }
 
+    /// Adds the entry at `path`; the path it went to, unless filtered.
     fn add<R: Read>(
         &mut self,
         desc: &Descriptor,
         entry: &mut tar::Entry<R>,
         path: &str,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         let base = path.rsplit('/').next().unwrap_or(path);
         if base.starts_with(".wh.") {
-            return Ok(());
+            return Ok(None);
         }
         let path = match place(path) {
             Placement::Keep(p) => p,
             Placement::Filtered(top) => {
                 *self.filtered.entry(top).or_default() += 1;
-                return Ok(());
+                return Ok(None);
             }
         };
         let header = entry.header().clone();
@@ -913,7 +953,7 @@ impl<'r> DerivedTree<'r> {
                 Node::Missing => parent.ensure_dir(&name).context_with(ctx)?,
             };
             dir.set_metadata_checksum(&meta);
-            return Ok(());
+            return Ok(Some(path));
         }
         let xattrs = xattrs.unwrap_or_else(empty_xattrs);
         let checksum = match kind {
@@ -990,7 +1030,7 @@ impl<'r> DerivedTree<'r> {
             parent.remove(&name, false).context_with(ctx)?;
         }
         parent.replace_file(&name, &checksum).context_with(ctx)?;
-        Ok(())
+        Ok(Some(path))
     }
 
     /// Writes the tree and a commit on top of `base`.
@@ -1047,11 +1087,14 @@ impl<'r> DerivedTree<'r> {
     }
 
     fn commit(&self, base: &str, version: Option<&str>, timestamp: Option<u64>) -> Result<String> {
+        let started = std::time::Instant::now();
         self.owner_readable(&self.root)?;
+        tracing::debug!(elapsed = ?started.elapsed(), "owner-unreadable files rewritten");
         let root = self
             .repo
             .write_mtree(&self.root, gio::Cancellable::NONE)
             .context_with(|| "writing the derived tree".into())?;
+        tracing::debug!(elapsed = ?started.elapsed(), "derived tree written");
         let root = root
             .downcast::<ostree::RepoFile>()
             .map_err(|_| Error::BadCommit {

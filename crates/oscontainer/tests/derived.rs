@@ -106,6 +106,35 @@ fn opaque_whiteout_hides_the_lower_directory_only() {
     assert!(ls(&target, &out.commit, "/usr/share/pkg-c/data").is_none());
 }
 
+/// A layer is read once; a whiteout standing after the layer's own
+/// content at that path still hides only the layers below (as applying
+/// every whiteout first would).
+#[test]
+fn whiteouts_after_the_layers_own_content_spare_it() {
+    let (fx, oci) = base();
+    let tar = raw_tar(&[
+        Entry::File("usr/share/pkg-a/data", b"mine"),
+        Entry::File("usr/share/pkg-a/.wh.data", b""),
+        Entry::File("usr/share/pkg-c/new", b"new"),
+        Entry::File("usr/share/.wh.pkg-c", b""),
+    ]);
+    append_raw_layer(&oci, "base", "late-whiteouts", &tar, None);
+    let target = fresh_repo(fx.dir.path(), "target");
+    let out = import(
+        &ImageRef::oci(&oci, "late-whiteouts"),
+        &target,
+        &ImportOptions::default(),
+    )
+    .unwrap();
+    let c = &out.commit;
+    assert_eq!(cat(&target, c, "/usr/share/pkg-a/data").unwrap(), b"mine");
+    let listing = ls(&target, c, "/usr/share/pkg-c").unwrap();
+    assert!(listing.contains("/usr/share/pkg-c/new"), "{listing}");
+    assert!(!listing.contains("owned-by-1001"), "{listing}");
+    assert!(ls(&target, c, "/usr/share/pkg-c/data").is_none());
+    fsck(&target);
+}
+
 mod from_upper_dir {
     use super::*;
     use std::collections::BTreeMap;
