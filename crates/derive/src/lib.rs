@@ -932,6 +932,11 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
     let derived = strata_oscontainer::append_layers(&wd.oci(), &base.tag, &tag, &[layer], &dopts)
         .context("writing the derived image")?;
     tracing::debug!(elapsed = ?started.elapsed(), "{}: derived image written", p.stream);
+    // The installed tree is in the layer now. Removed before the import's
+    // sync, its pages need never reach the disk.
+    if let Err(e) = std::fs::remove_dir_all(upper) {
+        tracing::debug!("removing {}: {e}", upper.display());
+    }
     let mut iopts = strata_oscontainer::ImportOptions::default();
     iopts.ref_name = Some(ostree_ref(&p.stream));
     iopts.reuse_base = true;

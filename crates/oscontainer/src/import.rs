@@ -222,8 +222,10 @@ fn import_layout(
     if let Some(r) = &opts.ref_name {
         repo.transaction_set_ref(None, r, Some(&commit));
     }
+    let t = std::time::Instant::now();
     txn.commit(gio::Cancellable::NONE)
         .context_with(|| format!("committing the import into {}", repo_path.display()))?;
+    tracing::debug!(elapsed = ?t.elapsed(), "transaction committed");
     Ok(Imported {
         commit,
         base_commit: base,
