@@ -183,6 +183,17 @@ impl Namespace<'_> {
                 serde_json::from_value(value).context("reading the worker's answer")
             }
             (Some(Outcome::Err { message }), _) => {
+                if let (IdMap::Subordinate { uids, gids }, true) =
+                    (&self.map, message.contains("chown"))
+                {
+                    bail!(
+                        "{message} (this image has files owned by ids beyond the {} \
+                         subordinate uids and {} gids /etc/subuid and /etc/subgid give this \
+                         user: give it larger ranges, or build as root)",
+                        uids.count,
+                        gids.count
+                    )
+                }
                 if self.map == IdMap::Own && message.contains("chown") {
                     bail!(
                         "{message} (this image has files owned by users other than root: as \
