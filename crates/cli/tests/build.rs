@@ -8,8 +8,9 @@
 //!    in one workdir, derive from the registry + push in a second, disks
 //!    from the registry in a third — the same digests, commits and disks as
 //!    the single-workdir build (disks: the same commit and image; their
-//!    bytes name the image as pulled); then `build --push` finds every
-//!    image in the registry already;
+//!    bytes name the image as pulled); then `build --push` to that
+//!    registry finds every image there already, and rebuilds only the
+//!    disks (they name the push target);
 //! 4. one release repo updated (a rebuilt kubelet in rhocp-4.13): only that
 //!    release's derive and disks rebuild.
 //!
@@ -421,6 +422,10 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         meta3["coreos-assembler.image-config"]["ostree-commit"],
         single["ostree_commit"]
     );
+    assert_eq!(
+        meta3["coreos-assembler.image-config"]["image-reference"],
+        "docker://localhost:5000/strata/rhel-coreos:4.13"
+    );
 
     let inspected = strata_json(&["inspect", &node_413, "--tls-verify=false"]);
     assert_shape(&inspected, "inspect");
@@ -453,6 +458,17 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         let rel = release(&pushed, r);
         assert_eq!(rel["changed"], false);
         assert_eq!(rel["pushed"]["changed"], false, "derive pushed it");
+        // Disks name the push target for upgrades: another registry,
+        // other disks.
+        assert_eq!(rel["disks"]["changed"], true, "{r}");
+        let meta: Value = serde_json::from_slice(
+            &std::fs::read(Path::new(s(&rel["build_dir"])).join("meta.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            s(&meta["coreos-assembler.image-config"]["image-reference"]),
+            format!("docker://{}/strata/rhel-coreos:{r}", registry.addr)
+        );
         assert_eq!(
             s(&rel["pushed"]["pullspec"]),
             format!("{}/strata/rhel-coreos@{}", registry.addr, s(&rel["digest"]))
@@ -475,7 +491,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         .map(|a| PathBuf::from(s(&a["path"])))
         .collect();
     let before_412 = listing(Path::new(s(&release(&first, "4.12")["build_dir"])));
-    let updated = build(&[]);
+    let updated = build(&["--var", &registry_var]);
     assert_shape(&updated, "build");
     assert_eq!(updated["changed"], true);
     assert_eq!(updated["base"]["changed"], false);

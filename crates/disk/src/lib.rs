@@ -341,16 +341,23 @@ fn build_in(
         Err(_) => serde_json::json!({"name": id.osname, "buildid": id.version}),
     };
     let images = meta::meta_images(&artifacts);
+    // What every listed disk holds: the commit, and the image it names for
+    // upgrades. Disks of other platforms stay listed only when theirs is
+    // the same.
+    let config = serde_json::json!({
+        "ostree-commit": id.ostree_commit,
+        "image-reference": id.image,
+    });
     let merged = match meta.get("images").and_then(|v| v.as_object()) {
-        Some(old) => {
+        Some(old) if meta.get(meta::IMAGE_CONFIG) == Some(&config) => {
             let mut m = old.clone();
             m.extend(images.as_object().cloned().unwrap_or_default());
             serde_json::Value::Object(m)
         }
-        None => images,
+        _ => images,
     };
     meta["images"] = merged;
-    meta["coreos-assembler.image-config"] = serde_json::json!({"ostree-commit": id.ostree_commit});
+    meta[meta::IMAGE_CONFIG] = config;
     strata_workdir::write_atomic(&meta_path, &pretty_json(&meta)?)?;
     let table: Vec<(&Platform, &Artifact)> = platforms.iter().copied().zip(&artifacts).collect();
     let stream = meta::stream_json(id, &table, &meta::rfc3339(epoch));

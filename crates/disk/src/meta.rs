@@ -30,6 +30,10 @@ pub struct Identity {
     pub stream: String,
 }
 
+/// The meta.json object saying what the listed disks hold:
+/// `ostree-commit` and `image-reference` (the image they name).
+pub const IMAGE_CONFIG: &str = "coreos-assembler.image-config";
+
 /// Where the aleph file is, on the root filesystem.
 pub const ALEPH_FILE: &str = ".coreos-aleph-version.json";
 

@@ -2,7 +2,9 @@
 //!
 //! An image's disks are current when its build directory's meta.json lists
 //! every requested platform, each artifact is there with the recorded size,
-//! and they were built from the image's commit (`coreos-assembler.image-config`).
+//! and they were built from the image's commit and name the image's push
+//! target, when it has one (`coreos-assembler.image-config`): disks of an
+//! earlier `registry` would send nodes elsewhere for upgrades.
 //! A build directory belongs to one version and a version to one image, so
 //! that is "the image digest's disks exist".
 //!
@@ -35,7 +37,7 @@ pub fn ensure(
     platforms: &[String],
     target: Option<&str>,
 ) -> Result<DisksResult> {
-    if let Some(artifacts) = existing(&image.build_dir, &image.ostree_commit, platforms)? {
+    if let Some(artifacts) = existing(&image.build_dir, &image.ostree_commit, target, platforms)? {
         return Ok(DisksResult {
             changed: false,
             artifacts,
@@ -68,10 +70,11 @@ pub fn ensure(
 }
 
 /// The artifacts of `platforms` recorded in `build_dir/meta.json` for
-/// `commit`, if every one is there.
+/// `commit` (and naming `target`, when given), if every one is there.
 pub fn existing(
     build_dir: &Path,
     commit: &str,
+    target: Option<&str>,
     platforms: &[String],
 ) -> Result<Option<Vec<Artifact>>> {
     let path = build_dir.join("meta.json");
@@ -82,7 +85,11 @@ pub fn existing(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     };
-    if meta["coreos-assembler.image-config"]["ostree-commit"].as_str() != Some(commit) {
+    let config = &meta[strata_disk::meta::IMAGE_CONFIG];
+    if config["ostree-commit"].as_str() != Some(commit) {
+        return Ok(None);
+    }
+    if target.is_some_and(|t| config["image-reference"].as_str() != Some(t)) {
         return Ok(None);
     }
     if !build_dir.join("stream.json").exists() {
@@ -124,7 +131,7 @@ mod tests {
         std::fs::write(dir.join("rhcos-1-qemu.x86_64.qcow2"), b"disk").unwrap();
         std::fs::write(dir.join("stream.json"), b"{}").unwrap();
         let m = serde_json::json!({
-            "coreos-assembler.image-config": {"ostree-commit": commit},
+            "coreos-assembler.image-config": {"ostree-commit": commit, "image-reference": "docker://r1/os:1"},
             "images": {"qemu": {"path": "rhcos-1-qemu.x86_64.qcow2", "size": 4, "sha256": "ab", "format": "qcow2"}},
         });
         std::fs::write(dir.join("meta.json"), m.to_string()).unwrap();
@@ -134,16 +141,21 @@ mod tests {
     fn disks_exist_only_for_their_commit_and_every_platform() {
         let d = tempfile::tempdir().unwrap();
         let qemu = vec!["qemu".to_string()];
-        assert_eq!(existing(d.path(), "c1", &qemu).unwrap(), None);
+        assert_eq!(existing(d.path(), "c1", None, &qemu).unwrap(), None);
         meta(d.path(), "c1");
-        let found = existing(d.path(), "c1", &qemu).unwrap().unwrap();
+        let found = existing(d.path(), "c1", None, &qemu).unwrap().unwrap();
         assert_eq!(found[0].sha256, "ab");
         assert_eq!(found[0].path, d.path().join("rhcos-1-qemu.x86_64.qcow2"));
-        assert_eq!(existing(d.path(), "c2", &qemu).unwrap(), None);
+        assert_eq!(existing(d.path(), "c2", None, &qemu).unwrap(), None);
+        // Disks naming another image for upgrades are not this target's.
+        let r1 = Some("docker://r1/os:1");
+        assert!(existing(d.path(), "c1", r1, &qemu).unwrap().is_some());
+        let r2 = Some("docker://r2/os:1");
+        assert_eq!(existing(d.path(), "c1", r2, &qemu).unwrap(), None);
         let both = vec!["qemu".to_string(), "metal".to_string()];
-        assert_eq!(existing(d.path(), "c1", &both).unwrap(), None);
+        assert_eq!(existing(d.path(), "c1", None, &both).unwrap(), None);
         // A truncated artifact is not a disk.
         std::fs::write(d.path().join("rhcos-1-qemu.x86_64.qcow2"), b"di").unwrap();
-        assert_eq!(existing(d.path(), "c1", &qemu).unwrap(), None);
+        assert_eq!(existing(d.path(), "c1", None, &qemu).unwrap(), None);
     }
 }
