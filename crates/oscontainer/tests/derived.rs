@@ -85,25 +85,39 @@ fn derived_layer_is_applied_on_top_of_the_base() {
     fsck(&target);
 }
 
-#[test]
-fn opaque_whiteout_hides_the_lower_directory_only() {
+/// The base with one raw layer of `entries` on top, imported into a fresh
+/// repository: the repository and the derived commit.
+fn import_one_layer(tag: &str, entries: &[Entry]) -> (Fixture, std::path::PathBuf, String) {
     let (fx, oci) = base();
-    let tar = raw_tar(&[
-        Entry::File("usr/share/pkg-c/new", b"new"),
-        Entry::File("usr/share/pkg-c/.wh..wh..opq", b""),
-    ]);
-    append_raw_layer(&oci, "base", "opaque", &tar, None);
+    append_raw_layer(&oci, "base", tag, &raw_tar(entries), None);
     let target = fresh_repo(fx.dir.path(), "target");
     let out = import(
-        &ImageRef::oci(&oci, "opaque"),
+        &ImageRef::oci(&oci, tag),
         &target,
         &ImportOptions::default(),
     )
     .unwrap();
-    let listing = ls(&target, &out.commit, "/usr/share/pkg-c").unwrap();
+    (fx, target, out.commit)
+}
+
+/// What an opaque directory in a layer hides: the lower pkg-c's files.
+fn assert_only_new_in_pkg_c(target: &std::path::Path, commit: &str) {
+    let listing = ls(target, commit, "/usr/share/pkg-c").unwrap();
     assert!(listing.contains("/usr/share/pkg-c/new"), "{listing}");
     assert!(!listing.contains("owned-by-1001"), "{listing}");
-    assert!(ls(&target, &out.commit, "/usr/share/pkg-c/data").is_none());
+    assert!(ls(target, commit, "/usr/share/pkg-c/data").is_none());
+}
+
+#[test]
+fn opaque_whiteout_hides_the_lower_directory_only() {
+    let (_fx, target, c) = import_one_layer(
+        "opaque",
+        &[
+            Entry::File("usr/share/pkg-c/new", b"new"),
+            Entry::File("usr/share/pkg-c/.wh..wh..opq", b""),
+        ],
+    );
+    assert_only_new_in_pkg_c(&target, &c);
 }
 
 /// A layer is read once; a whiteout standing after the layer's own
@@ -111,27 +125,17 @@ fn opaque_whiteout_hides_the_lower_directory_only() {
 /// every whiteout first would).
 #[test]
 fn whiteouts_after_the_layers_own_content_spare_it() {
-    let (fx, oci) = base();
-    let tar = raw_tar(&[
-        Entry::File("usr/share/pkg-a/data", b"mine"),
-        Entry::File("usr/share/pkg-a/.wh.data", b""),
-        Entry::File("usr/share/pkg-c/new", b"new"),
-        Entry::File("usr/share/.wh.pkg-c", b""),
-    ]);
-    append_raw_layer(&oci, "base", "late-whiteouts", &tar, None);
-    let target = fresh_repo(fx.dir.path(), "target");
-    let out = import(
-        &ImageRef::oci(&oci, "late-whiteouts"),
-        &target,
-        &ImportOptions::default(),
-    )
-    .unwrap();
-    let c = &out.commit;
-    assert_eq!(cat(&target, c, "/usr/share/pkg-a/data").unwrap(), b"mine");
-    let listing = ls(&target, c, "/usr/share/pkg-c").unwrap();
-    assert!(listing.contains("/usr/share/pkg-c/new"), "{listing}");
-    assert!(!listing.contains("owned-by-1001"), "{listing}");
-    assert!(ls(&target, c, "/usr/share/pkg-c/data").is_none());
+    let (_fx, target, c) = import_one_layer(
+        "late-whiteouts",
+        &[
+            Entry::File("usr/share/pkg-a/data", b"mine"),
+            Entry::File("usr/share/pkg-a/.wh.data", b""),
+            Entry::File("usr/share/pkg-c/new", b"new"),
+            Entry::File("usr/share/.wh.pkg-c", b""),
+        ],
+    );
+    assert_eq!(cat(&target, &c, "/usr/share/pkg-a/data").unwrap(), b"mine");
+    assert_only_new_in_pkg_c(&target, &c);
     fsck(&target);
 }
 
