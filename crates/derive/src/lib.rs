@@ -929,31 +929,49 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
     let mut dopts = strata_oscontainer::DeriveOptions::default();
     dopts.labels = labels;
     dopts.source_date_epoch = Some(p.sde);
-    let derived = strata_oscontainer::append_layers(&wd.oci(), &base.tag, &tag, &[layer], &dopts)
-        .context("writing the derived image")?;
+    // The derived commit is built from the layer's tar stream while the
+    // layer is written (what importing the image would give; the ostree-ext
+    // client's merge commit is checked against it in the tests).
+    let (derived, pending) = strata_oscontainer::append_layer_committing(
+        &wd.oci(),
+        &base.tag,
+        &tag,
+        &layer,
+        &dopts,
+        &wd.repo(),
+        Some(&ostree_ref(&p.stream)),
+    )
+    .context("writing the derived image")?;
     tracing::debug!(elapsed = ?started.elapsed(), "{}: derived image written", p.stream);
-    // The installed tree is in the layer now. Removed before the import's
+    // The installed tree is in the layer now. Removed before the commit's
     // sync, its pages need never reach the disk.
     if let Err(e) = std::fs::remove_dir_all(upper) {
         tracing::debug!("removing {}: {e}", upper.display());
     }
-    let mut iopts = strata_oscontainer::ImportOptions::default();
-    iopts.ref_name = Some(ostree_ref(&p.stream));
-    iopts.reuse_base = true;
-    let imported = strata_oscontainer::import(&ImageRef::oci(&wd.oci(), &tag), &wd.repo(), &iopts);
-    let imported = match imported {
-        Ok(i) => i,
+    let commit = match pending.and_then(|c| c.commit()) {
+        Some(c) => Ok(c),
+        None => {
+            let mut iopts = strata_oscontainer::ImportOptions::default();
+            iopts.ref_name = Some(ostree_ref(&p.stream));
+            iopts.reuse_base = true;
+            strata_oscontainer::import(&ImageRef::oci(&wd.oci(), &tag), &wd.repo(), &iopts)
+                .map(|i| i.commit)
+        }
+    };
+    let commit = match commit {
+        Ok(c) => c,
         Err(e) => {
             let _ = strata_oscontainer::remove_tag(&wd.oci(), &tag);
             return Err(e).context("writing the derived commit");
         }
     };
+    tracing::debug!(elapsed = ?started.elapsed(), "{}: derived commit written", p.stream);
     tracing::info!(
         "{}: image {} ({}), commit {}",
         p.stream,
         derived.image,
         derived.manifest_digest,
-        imported.commit
+        commit
     );
     let packages: Vec<String> = p.packages.iter().map(|x| x.nevra.clone()).collect();
     let meta = DeriveMeta {
@@ -963,7 +981,7 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
         release: p.manifest.release.to_string(),
         version: p.version.clone(),
         inputhash: p.inputhash.clone(),
-        ostree_commit: imported.commit.clone(),
+        ostree_commit: commit.clone(),
         ostree_ref: ostree_ref(&p.stream),
         image_digest: derived.manifest_digest.clone(),
         base_image: base.image.clone(),
@@ -981,7 +999,7 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
         version: p.version.clone(),
         id: meta.build_id.clone(),
         inputhash: p.inputhash.clone(),
-        ostree_commit: imported.commit.clone(),
+        ostree_commit: commit.clone(),
         image_digest: Some(derived.manifest_digest.clone()),
         image_tag: Some(tag.clone()),
     };
@@ -996,7 +1014,7 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
         base,
         true,
         &p.version,
-        &imported.commit,
+        &commit,
         &derived.manifest_digest,
         &tag,
     ))

@@ -31,11 +31,11 @@ use serde::Serialize;
 
 use crate::chunking::COMPONENTS_ANNOTATION;
 use crate::compress::{Compression, Encoder};
-use crate::encapsulate::{oci_err, rfc3339, LayerInfo, LABEL_VERSION};
+use crate::encapsulate::{oci_err, parse_rfc3339, rfc3339, LayerInfo, LABEL_COMMIT, LABEL_VERSION};
 use crate::error::{Context, Error, Result};
-use crate::import::split_layers;
+use crate::import::{commit_streamed_layer, labels_of, split_layers, StreamedCommit};
 use crate::inspect::{Package, PACKAGES_ANNOTATION};
-use crate::layout::Layout;
+use crate::layout::{Layout, ReadAhead};
 use crate::tarball::{Meta, TarWriter};
 
 /// One derived layer to add.
@@ -106,6 +106,68 @@ pub fn append_layers(
     layers: &[DerivedLayer],
     opts: &DeriveOptions,
 ) -> Result<Derived> {
+    Ok(append(oci, base_tag, tag, layers, opts, None)?.0)
+}
+
+/// The commit of a derived image, built while its layer is written
+/// ([`append_layer_committing`]); [`PendingCommit::commit`] ends it.
+#[derive(Debug)]
+pub struct PendingCommit {
+    go: std::sync::mpsc::Sender<bool>,
+    builder: std::thread::JoinHandle<Result<String>>,
+}
+
+impl PendingCommit {
+    /// Commits the repository transaction (and moves the ref): the commit
+    /// [`crate::import`] of the image would give. None when building it
+    /// failed: then import the image. Dropped instead, nothing is written.
+    pub fn commit(self) -> Option<String> {
+        let _ = self.go.send(true);
+        match self.builder.join() {
+            Ok(Ok(commit)) => Some(commit),
+            Ok(Err(e)) => {
+                tracing::debug!("the streamed derived commit failed: {e}");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// [`append_layers`] of one layer, which also builds the image's commit in
+/// the ostree repository `repo` (whose base commit must be whole) from the
+/// layer's tar stream as it is written, on a thread of its own: what
+/// [`crate::import`] with `reuse_base` gives, without reading the layer
+/// back. The commit is pending until [`PendingCommit::commit`]; there is
+/// none when the base image has derived layers of its own or no
+/// `ostree.commit` label.
+pub fn append_layer_committing(
+    oci: &Path,
+    base_tag: &str,
+    tag: &str,
+    layer: &DerivedLayer,
+    opts: &DeriveOptions,
+    repo: &Path,
+    ref_name: Option<&str>,
+) -> Result<(Derived, Option<PendingCommit>)> {
+    append(
+        oci,
+        base_tag,
+        tag,
+        std::slice::from_ref(layer),
+        opts,
+        Some((repo, ref_name)),
+    )
+}
+
+fn append(
+    oci: &Path,
+    base_tag: &str,
+    tag: &str,
+    layers: &[DerivedLayer],
+    opts: &DeriveOptions,
+    committing: Option<(&Path, Option<&str>)>,
+) -> Result<(Derived, Option<PendingCommit>)> {
     if tag.is_empty() || tag.contains('/') || tag.contains(':') {
         return Err(Error::InvalidOption(format!(
             "tag {tag:?} must be non-empty and contain no '/' or ':'"
@@ -113,7 +175,7 @@ pub fn append_layers(
     }
     let layout = Layout::open(oci)?;
     let base = layout.resolve(Some(base_tag))?;
-    split_layers(&base, &format!("oci:{}:{base_tag}", oci.display()))?;
+    let split = split_layers(&base, &format!("oci:{}:{base_tag}", oci.display()))?;
     for l in base.manifest.layers() {
         layout.verify_blob(l)?;
     }
@@ -129,10 +191,48 @@ pub fn append_layers(
         Some(t) => Some(rfc3339(t)),
         None => base.config.created().clone(),
     };
-    let written: Vec<Result<ocidir::Layer>> = layers
-        .par_iter()
-        .map(|l| write_dir_layer(&ocidir, l, opts))
-        .collect();
+    let mut labels = labels_of(&base);
+    labels.extend(opts.labels.clone());
+    // The commit import would build: the base commit (the label names it)
+    // plus this one layer, when the base has no derived layers of its own.
+    let streamed = match (committing, labels.get(LABEL_COMMIT)) {
+        (Some((repo, ref_name)), Some(base_commit))
+            if layers.len() == 1 && split.last_ostree + 1 == base.manifest.layers().len() =>
+        {
+            let job = StreamedCommit {
+                repo: repo.to_path_buf(),
+                base: base_commit.clone(),
+                version: labels.get(LABEL_VERSION).cloned(),
+                created: created.as_deref().and_then(parse_rfc3339),
+                ref_name: ref_name.map(str::to_string),
+            };
+            let (tar, chunks) = std::sync::mpsc::sync_channel(4);
+            let (go, going) = std::sync::mpsc::channel();
+            let builder = std::thread::spawn(move || {
+                commit_streamed_layer(&job, Box::new(ReadAhead::from_channel(chunks)), going)
+            });
+            Some((tar, PendingCommit { go, builder }))
+        }
+        _ => None,
+    };
+    let (tee, pending) = match streamed {
+        Some((tar, pending)) => (Some(tar), Some(pending)),
+        None => (None, None),
+    };
+    let mut tee = Some(tee);
+    let written: Vec<Result<ocidir::Layer>> = if layers.len() == 1 {
+        vec![write_dir_layer(
+            &ocidir,
+            &layers[0],
+            opts,
+            tee.take().flatten(),
+        )]
+    } else {
+        layers
+            .par_iter()
+            .map(|l| write_dir_layer(&ocidir, l, opts, None))
+            .collect()
+    };
 
     let mut manifest_layers = base.manifest.layers().clone();
     let mut config = base.config.clone();
@@ -180,8 +280,6 @@ pub fn append_layers(
     }
     config.set_created(created);
     let mut ctr = config.config().clone().unwrap_or_default();
-    let mut labels = ctr.labels().clone().unwrap_or_default();
-    labels.extend(opts.labels.clone());
     ctr.set_labels(Some(labels.clone()));
     config.set_config(Some(ctr));
 
@@ -203,20 +301,52 @@ pub fn append_layers(
     let desc = ocidir
         .insert_manifest(manifest, Some(tag), Platform::default())
         .map_err(layout_err)?;
-    Ok(Derived {
-        image: format!("oci:{}:{tag}", oci.display()),
-        manifest_digest: desc.digest().to_string(),
-        config_digest: config_desc.digest().to_string(),
-        base_manifest_digest: base.manifest_digest,
-        version: labels.get(LABEL_VERSION).cloned(),
-        layers: infos,
-    })
+    Ok((
+        Derived {
+            image: format!("oci:{}:{tag}", oci.display()),
+            manifest_digest: desc.digest().to_string(),
+            config_digest: config_desc.digest().to_string(),
+            base_manifest_digest: base.manifest_digest,
+            version: labels.get(LABEL_VERSION).cloned(),
+            layers: infos,
+        },
+        pending,
+    ))
 }
 
+/// The layer writer, also sending a copy of every byte to `copy` (until
+/// its reader is gone).
+struct Tee<W> {
+    inner: W,
+    copy: Option<TarCopy>,
+}
+
+/// Where a copy of a layer's tar stream goes ([`ReadAhead::from_channel`]).
+type TarCopy = std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>;
+
+impl<W: std::io::Write> std::io::Write for Tee<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        // (An empty chunk would end the copy.)
+        if let (Some(copy), true) = (&self.copy, n > 0) {
+            if copy.send(Ok(buf[..n].to_vec())).is_err() {
+                self.copy = None;
+            }
+        }
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes `layer` into the layout; a copy of its tar stream goes to
+/// `copy`, ended by an empty chunk once the tar is complete.
 fn write_dir_layer(
     ocidir: &ocidir::OciDir,
     layer: &DerivedLayer,
     opts: &DeriveOptions,
+    copy: Option<TarCopy>,
 ) -> Result<ocidir::Layer> {
     let c = opts.compression;
     let lw = ocidir
@@ -225,7 +355,8 @@ fn write_dir_layer(
             path: layer.dir.clone(),
             source,
         })?;
-    let mut t = TarWriter::new(BufWriter::with_capacity(256 * 1024, lw), 0);
+    let tee = Tee { inner: lw, copy };
+    let mut t = TarWriter::new(BufWriter::with_capacity(256 * 1024, tee), 0);
     let mut w = DirWalker {
         root: &layer.dir,
         clamp: opts.source_date_epoch,
@@ -236,12 +367,15 @@ fn write_dir_layer(
         context: format!("writing the layer from {}", layer.dir.display()),
         source,
     };
-    let lw = t
+    let tee = t
         .finish()
         .map_err(io)?
         .into_inner()
         .map_err(|e| io(e.into_error()))?;
-    lw.complete().map_err(|source| Error::Layout {
+    if let Some(copy) = tee.copy {
+        let _ = copy.send(Ok(Vec::new()));
+    }
+    tee.inner.complete().map_err(|source| Error::Layout {
         path: layer.dir.clone(),
         source,
     })

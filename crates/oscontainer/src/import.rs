@@ -21,9 +21,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::str::FromStr as _;
 
-use oci_spec::image::Descriptor;
+use oci_spec::image::{Descriptor, DescriptorBuilder, MediaType};
 use ostree::gio;
 use ostree::glib;
 use ostree::prelude::*;
@@ -160,7 +161,7 @@ fn import_layout(
     let labels = labels_of(&image);
     let repo = commit::open_repo(repo_path)?;
     let present = match labels.get(LABEL_COMMIT) {
-        Some(c) if opts.reuse_base => verify_complete(&repo, c).is_ok().then(|| c.clone()),
+        Some(c) if opts.reuse_base && commit_is_whole(&repo, c) => Some(c.clone()),
         _ => None,
     };
     // Check every blob that will be read before touching the repository.
@@ -233,6 +234,83 @@ fn import_layout(
         derived_layers: derived.len(),
         filtered,
     })
+}
+
+/// Where [`commit_streamed_layer`] writes, and what [`import`] would take
+/// from the finished image's config.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamedCommit {
+    pub repo: PathBuf,
+    /// The base commit (`ostree.commit`), whole in `repo`.
+    pub base: String,
+    /// `org.opencontainers.image.version`.
+    pub version: Option<String>,
+    /// The config's `created`, in seconds.
+    pub created: Option<u64>,
+    pub ref_name: Option<String>,
+}
+
+/// Builds the commit [`import`] (with `reuse_base`) would build from an
+/// image made of the base plus one derived layer, reading that layer's tar
+/// stream as it is written: the same [`DerivedTree`], without reading the
+/// layer back or decompressing it. The transaction commits only when `go`
+/// says true (the image is written); anything else drops it.
+pub(crate) fn commit_streamed_layer(
+    c: &StreamedCommit,
+    tar: Box<dyn Read + Send>,
+    go: std::sync::mpsc::Receiver<bool>,
+) -> Result<String> {
+    let repo = commit::open_repo(&c.repo)?;
+    if !commit_is_whole(&repo, &c.base) {
+        return Err(Error::BadCommit {
+            commit: c.base.clone(),
+            reason: format!("not (wholly) in {}", c.repo.display()),
+        });
+    }
+    let txn = repo
+        .auto_transaction(gio::Cancellable::NONE)
+        .context_with(|| format!("starting a transaction in {}", c.repo.display()))?;
+    let mut tree = DerivedTree::new(&repo, &c.base)?;
+    // Errors name this stand-in: the layer's digest is known only once
+    // it is written (and a failure here falls back to importing it).
+    let desc = DescriptorBuilder::default()
+        .media_type(MediaType::ImageLayer)
+        .digest(
+            oci_spec::image::Digest::from_str(
+                "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            )
+            .expect("a valid digest"),
+        )
+        .size(0u64)
+        .build()
+        .expect("a valid descriptor");
+    tree.apply_tar(tar, &desc)?;
+    let commit = tree.commit(&c.base, c.version.as_deref(), c.created)?;
+    if go.recv() != Ok(true) {
+        return Err(Error::InvalidOption(
+            "the image was not written: derived commit dropped".into(),
+        ));
+    }
+    if let Some(r) = &c.ref_name {
+        repo.transaction_set_ref(None, r, Some(&commit));
+    }
+    txn.commit(gio::Cancellable::NONE)
+        .context_with(|| format!("committing into {}", c.repo.display()))?;
+    Ok(commit)
+}
+
+/// True when the repository holds `commit` and libostree does not mark it
+/// partial. Objects reach the object store only when their transaction
+/// commits (ours write the commit object with the rest), and pulls mark
+/// what they leave unfinished, so this is libostree's own test of "every
+/// object is here" — without reading the whole tree, whose cost would grow
+/// with the base on every derive ([`verify_complete`] does that, once,
+/// after an import).
+fn commit_is_whole(repo: &ostree::Repo, commit: &str) -> bool {
+    matches!(
+        repo.load_commit(commit),
+        Ok((_, state)) if !state.contains(ostree::RepoCommitState::PARTIAL)
+    )
 }
 
 /// Reads every object of the commit, failing on the first one missing.
@@ -792,8 +870,13 @@ impl<'r> DerivedTree<'r> {
     /// [`Self::whiteout`]), which is what applying all whiteouts first and
     /// the content after would give.
     fn apply_layer(&mut self, layout: &Layout, desc: &Descriptor) -> Result<()> {
+        self.apply_tar(layout.open_layer(desc)?, desc)
+    }
+
+    /// [`Self::apply_layer`] of the tar stream `reader` of layer `desc`.
+    fn apply_tar(&mut self, reader: Box<dyn Read + Send>, desc: &Descriptor) -> Result<()> {
         let mut added = HashSet::new();
-        self.each_entry(layout, desc, |tree, entry, path| {
+        self.each_entry(reader, desc, |tree, entry, path| {
             let name = path.rsplit('/').next().unwrap_or(path);
             if name.starts_with(".wh.") {
                 tree.whiteout(desc, path, &added)
@@ -840,11 +923,10 @@ impl<'r> DerivedTree<'r> {
 
     fn each_entry(
         &mut self,
-        layout: &Layout,
+        reader: Box<dyn Read + Send>,
         desc: &Descriptor,
         mut f: impl FnMut(&mut Self, &mut tar::Entry<'_, Box<dyn Read + Send>>, &str) -> Result<()>,
     ) -> Result<()> {
-        let reader = layout.open_layer(desc)?;
         let mut archive = tar::Archive::new(reader);
         let entries = archive.entries().map_err(|e| bad_layer(desc, e))?;
         for entry in entries {

@@ -273,8 +273,16 @@ impl ReadAhead {
                 return;
             }
         });
+        Self::from_channel(rx)
+    }
+
+    /// A reader of the chunks another thread sends: an empty chunk ends
+    /// the stream; a closed channel before it is an error.
+    pub(crate) fn from_channel(
+        chunks: std::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    ) -> Self {
         Self {
-            chunks: rx,
+            chunks,
             current: Vec::new(),
             pos: 0,
             done: false,

@@ -40,7 +40,9 @@ pub mod transport;
 
 pub use chunking::{Component, LayerMap};
 pub use compress::Compression;
-pub use derived::{append_layers, DeriveOptions, Derived, DerivedLayer};
+pub use derived::{
+    append_layer_committing, append_layers, DeriveOptions, Derived, DerivedLayer, PendingCommit,
+};
 pub use encapsulate::{
     encapsulate, object_components, ContentMap, EncapsulateOptions, Encapsulated, LayerInfo,
 };

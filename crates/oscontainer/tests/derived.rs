@@ -277,6 +277,56 @@ mod from_upper_dir {
         assert!(!rootfs.join("usr/share/pkg-c/data").exists());
     }
 
+    /// The commit built from the layer's tar stream while it is written is
+    /// the one importing the finished image gives.
+    #[test]
+    fn the_commit_built_while_writing_is_the_imported_one() {
+        let (fx, oci) = base();
+        let upper = fx.path("upper-streamed");
+        node_upper_dir(&upper, true);
+        let layer = DerivedLayer::new(&upper, "openshift node packages");
+        let mut o = DeriveOptions::default();
+        o.labels = BTreeMap::from([(
+            "org.opencontainers.image.version".to_string(),
+            "413.86.202612021200-0".to_string(),
+        )]);
+        o.source_date_epoch = Some(1_796_212_800);
+        let ours = fresh_repo(fx.dir.path(), "ours");
+        import(
+            &ImageRef::oci(&oci, "base"),
+            &ours,
+            &ImportOptions::default(),
+        )
+        .unwrap();
+        let (_, pending) = strata_oscontainer::append_layer_committing(
+            &oci,
+            "base",
+            "streamed",
+            &layer,
+            &o,
+            &ours,
+            Some("strata/derived/test"),
+        )
+        .unwrap();
+        let streamed = pending
+            .expect("the base commit is in the repository")
+            .commit()
+            .expect("the streamed commit");
+        let theirs = fresh_repo(fx.dir.path(), "theirs");
+        let imported = import(
+            &ImageRef::oci(&oci, "streamed"),
+            &theirs,
+            &ImportOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(streamed, imported.commit);
+        let at_ref = run(Command::new("ostree")
+            .arg(format!("--repo={}", ours.display()))
+            .args(["rev-parse", "strata/derived/test"]));
+        assert_eq!(at_ref.trim(), streamed);
+        fsck(&ours);
+    }
+
     #[test]
     fn derived_images_are_reproducible() {
         let (fx, oci) = base();
