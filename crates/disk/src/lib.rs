@@ -348,17 +348,38 @@ fn build_in(
         "ostree-commit": id.ostree_commit,
         "image-reference": id.image,
     });
-    let merged = match meta.get("images").and_then(|v| v.as_object()) {
-        Some(old) if meta.get(meta::IMAGE_CONFIG) == Some(&config) => {
-            let mut m = old.clone();
+    let old = meta.get("images").and_then(|v| v.as_object()).cloned();
+    let same_config = meta.get(meta::IMAGE_CONFIG) == Some(&config);
+    // The files of disks that hold something else, once meta.json no
+    // longer lists them.
+    let mut stale = Vec::new();
+    let merged = match old {
+        Some(mut m) if same_config => {
             m.extend(images.as_object().cloned().unwrap_or_default());
             serde_json::Value::Object(m)
         }
-        _ => images,
+        Some(m) => {
+            for (platform, img) in m {
+                let file = img["path"]
+                    .as_str()
+                    .filter(|f| !f.contains('/'))
+                    .map(|f| build_dir.join(f));
+                if let (None, Some(file)) = (images.get(&platform), file) {
+                    stale.push(file);
+                }
+            }
+            images
+        }
+        None => images,
     };
     meta["images"] = merged;
     meta[meta::IMAGE_CONFIG] = config;
     strata_workdir::write_atomic(&meta_path, &pretty_json(&meta)?)?;
+    for file in stale {
+        if let Err(e) = std::fs::remove_file(&file) {
+            tracing::warn!("removing {}: {e}", file.display());
+        }
+    }
     let table: Vec<(&Platform, &Artifact)> = platforms.iter().copied().zip(&artifacts).collect();
     let stream = meta::stream_json(id, &table, &meta::rfc3339(epoch));
     let stream_path = build_dir.join("stream.json");

@@ -450,6 +450,23 @@ fn content_owned_by_system_users_keeps_its_owner() {
         assert_eq!(user, "998", "{path}: {stat}");
     }
 
+    // Another platform, naming another image: the metal disk (which names
+    // the local image) is no longer this build's.
+    let qemu = build(
+        &DiskOptions::new(&own, image.as_str(), vec!["qemu".into()], worker())
+            .target_image(Some(TARGET.into())),
+    )
+    .unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(qemu.build_dir.join("meta.json")).unwrap()).unwrap();
+    let listed: Vec<&String> = meta["images"].as_object().unwrap().keys().collect();
+    assert_eq!(listed, ["qemu"]);
+    assert_eq!(
+        meta["coreos-assembler.image-config"]["image-reference"],
+        TARGET
+    );
+    assert!(!metal.path.exists(), "the metal disk names the old image");
+
     let uid = subid_user();
     let subids = fresh_workdir("work-subids", uid);
     let r2 = build_as(uid, &subids, &image, "metal", None).unwrap_or_else(|e| panic!("{e}"));
