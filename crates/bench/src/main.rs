@@ -80,7 +80,7 @@ fn main() -> Result<()> {
         let scratch = tempfile::tempdir_in(&target).context("scratch directory")?;
         return derive::bench(&fixture, &target, scratch.path());
     }
-    let ostree_ext = ostree_ext_binary()?;
+    let ostree_ext = strata_testdistro::peers::ostree_ext_client()?;
     let scratch = tempfile::tempdir_in(&target).context("scratch directory")?;
     let dir = scratch.path();
     let manifest = scale_manifest(&fixture, dir)?;
@@ -128,7 +128,7 @@ fn main() -> Result<()> {
     let ext_input = OstreeExtInput::write(&repo, &v1.ostree_commit, &content, dir, "v1")?;
     let (ext_enc, ()) = timed(|| {
         ostree_ext_encapsulate(
-            &ostree_ext,
+            ostree_ext,
             &repo,
             &v1.ostree_commit,
             &ext_oci,
@@ -205,7 +205,7 @@ fn main() -> Result<()> {
         )?,
     )?;
     ostree_ext_encapsulate(
-        &ostree_ext,
+        ostree_ext,
         &repo2,
         &v2.ostree_commit,
         &ext_oci,
@@ -473,17 +473,6 @@ impl OstreeExtInput {
 
 /// Builds tests/ostree-ext-compat (its own workspace: ostree-ext pulls
 /// ostree 0.19 / glib 0.18) and returns its binary.
-fn ostree_ext_binary() -> Result<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ostree-ext-compat");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    strata_process::run(
-        Command::new(cargo)
-            .args(["build", "--quiet", "--manifest-path"])
-            .arg(root.join("Cargo.toml")),
-    )?;
-    Ok(root.join("target/debug/strata-ostree-ext-compat"))
-}
-
 fn ostree_ext_encapsulate(
     bin: &Path,
     repo: &Path,
