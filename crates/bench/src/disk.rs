@@ -88,12 +88,12 @@ pub fn bench(large: &Subject, small: &Subject, dir: &Path) -> Result<()> {
             mib(m.raw)
         );
         row(
-            "  strata disk (deploy, GRUB, metadata)",
+            &format!("  strata disk (deploy, GRUB, metadata), median of {ROUNDS}"),
             secs(m.strata),
             "s",
         );
         row(
-            "  baseline: ostree admin deploy + sfdisk + mkfs",
+            &format!("  baseline: ostree admin deploy + sfdisk + mkfs, median of {ROUNDS}"),
             secs(m.baseline),
             "s",
         );
@@ -114,46 +114,70 @@ fn per_gb(m: &Measured) -> f64 {
     secs(m.strata) / (m.content as f64 / 1e9)
 }
 
-fn measure(subject: &Subject, exe: &Path, work: &Path) -> Result<Measured> {
-    // Each side starts with no dirty data of earlier steps to write back:
-    // a sync() inside one of them would otherwise pay for the others.
-    settle()?;
-    eprintln!("bench: strata disk (metal) of {}", subject.image);
-    let mut worker = Command::new(exe);
-    worker.arg(WORKER_ARG);
-    let opts =
-        strata_disk::DiskOptions::new(subject.workdir, subject.image, vec!["metal".into()], worker);
-    let (strata, r) = timed(|| strata_disk::build(&opts))?;
-    let raw = r.artifacts[0].size;
+/// Rounds per side: a disk build is mostly I/O, and one sample of either
+/// side moved the ratio by 0.3 on a shared machine; medians of interleaved
+/// rounds are compared.
+const ROUNDS: usize = 3;
 
-    settle()?;
-    eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
-    std::fs::create_dir_all(work)?;
-    let disk = work.join("disk.raw");
-    let (baseline, out) = timed(|| {
-        Ok(strata_process::stdout(
-            Command::new("sh")
-                .arg("-c")
-                .arg(BASELINE)
-                .arg("sh")
-                .arg(subject.workdir.join("repo"))
-                .arg(subject.commit)
-                .arg(work)
-                .arg(&disk)
-                .arg(raw.to_string()),
-        )?)
-    })?;
-    let content = out
-        .trim()
-        .parse()
-        .with_context(|| format!("the baseline script printed {out:?}"))?;
-    std::fs::remove_file(&disk)?;
+fn measure(subject: &Subject, exe: &Path, work: &Path) -> Result<Measured> {
+    let (mut stratas, mut baselines) = (Vec::new(), Vec::new());
+    let (mut raw, mut content) = (0, 0);
+    for _ in 0..ROUNDS {
+        // Each side starts with no dirty data of earlier steps to write
+        // back: a sync() inside one of them would otherwise pay for the
+        // others.
+        settle()?;
+        eprintln!("bench: strata disk (metal) of {}", subject.image);
+        let mut worker = Command::new(exe);
+        worker.arg(WORKER_ARG);
+        let opts = strata_disk::DiskOptions::new(
+            subject.workdir,
+            subject.image,
+            vec!["metal".into()],
+            worker,
+        );
+        let (strata, r) = timed(|| strata_disk::build(&opts))?;
+        stratas.push(strata);
+        raw = r.artifacts[0].size;
+
+        settle()?;
+        eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
+        if work.exists() {
+            std::fs::remove_dir_all(work)?;
+        }
+        std::fs::create_dir_all(work)?;
+        let disk = work.join("disk.raw");
+        let (baseline, out) = timed(|| {
+            Ok(strata_process::stdout(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(BASELINE)
+                    .arg("sh")
+                    .arg(subject.workdir.join("repo"))
+                    .arg(subject.commit)
+                    .arg(work)
+                    .arg(&disk)
+                    .arg(raw.to_string()),
+            )?)
+        })?;
+        baselines.push(baseline);
+        content = out
+            .trim()
+            .parse()
+            .with_context(|| format!("the baseline script printed {out:?}"))?;
+        std::fs::remove_file(&disk)?;
+    }
     Ok(Measured {
-        strata,
-        baseline,
+        strata: median(stratas),
+        baseline: median(baselines),
         content,
         raw,
     })
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
 }
 
 fn settle() -> Result<()> {

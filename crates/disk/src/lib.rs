@@ -238,8 +238,9 @@ fn build_in(
 
     let out = stage.join("out");
     std::fs::create_dir_all(&out)?;
-    // Each artifact is hashed in a thread of its own while the next disk
-    // is written: hashing a raw disk costs about as much as writing it.
+    // Hashing a disk costs about as much as writing it: a raw disk is
+    // hashed while its root filesystem is written (see `write_disk`), a
+    // converted one in a thread of its own while the next disk is written.
     let mut artifacts = std::thread::scope(|scope| -> Result<Vec<Artifact>> {
         let mut hashing = Vec::new();
         for p in platforms {
@@ -254,7 +255,8 @@ fn build_in(
                 opts.size.or(p.fixed_size),
                 &opts.uuids,
             )?;
-            write_disk(
+            let converted = p.format.qemu_img_args();
+            let raw_hash = write_disk(
                 ns,
                 &raw,
                 &lay,
@@ -267,6 +269,7 @@ fn build_in(
                     uuids: &opts.uuids,
                     epoch,
                 },
+                converted.is_none(),
             )?;
             let name = format!(
                 "{}-{}-{}.x86_64.{}",
@@ -276,7 +279,7 @@ fn build_in(
                 p.extension()
             );
             let dest = out.join(&name);
-            match p.format.qemu_img_args() {
+            match converted {
                 None => std::fs::rename(&raw, &dest)?,
                 Some(args) => {
                     strata_process::require("qemu-img")?;
@@ -293,7 +296,10 @@ fn build_in(
             tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
             let hash = scope.spawn({
                 let dest = dest.clone();
-                move || hash_file(&dest)
+                move || match raw_hash {
+                    Some(hashed) => Ok(hashed),
+                    None => hash_file(&dest),
+                }
             });
             hashing.push((p, dest, hash));
         }
@@ -446,8 +452,18 @@ struct Sources<'a> {
     epoch: i64,
 }
 
-/// Partitions `raw`, writes the three filesystems and the BIOS boot code.
-fn write_disk(ns: &Namespace, raw: &Path, lay: &layout::Layout, src: &Sources) -> Result<()> {
+/// Partitions `raw`, writes the BIOS boot code and the three filesystems.
+/// With `hash`, also returns the size and sha256 of the disk: everything
+/// before the root filesystem is final once the others are written, so it
+/// is hashed while the root filesystem is (hashing a disk costs about as
+/// much as writing its root).
+fn write_disk(
+    ns: &Namespace,
+    raw: &Path,
+    lay: &layout::Layout,
+    src: &Sources,
+    hash: bool,
+) -> Result<Option<(u64, String)>> {
     let file = std::fs::File::create(raw).with_context(|| format!("creating {}", raw.display()))?;
     file.set_len(lay.disk_size)?;
     drop(file);
@@ -476,32 +492,6 @@ fn write_disk(ns: &Namespace, raw: &Path, lay: &layout::Layout, src: &Sources) -
         )
         .context("partitioning")?;
     }
-    fs::mkfs_esp(
-        raw,
-        lay.esp().start,
-        lay.esp().size,
-        lay.sector_size,
-        &src.uuids.esp_volid,
-        src.esp,
-        src.epoch,
-    )?;
-    // Reading a file moves its atime (relatime: when older than a day),
-    // and mkfs.ext4 -d copies atimes: each job clamps right before its
-    // copy, so an earlier platform's mkfs leaves no trace in the next one.
-    for (part, label, uuid, source) in [
-        (lay.boot(), "boot", &src.uuids.boot_fs, src.boot),
-        (lay.root(), "root", &src.uuids.root_fs, src.root),
-    ] {
-        ns.run::<()>(&Job::Ext4(fs::Ext4 {
-            disk: raw.to_path_buf(),
-            offset: part.start,
-            size: part.size,
-            label: label.to_string(),
-            uuid: uuid.clone(),
-            source: source.to_path_buf(),
-            epoch: src.epoch,
-        }))?;
-    }
     // BIOS boot code: only for 512-byte sectors (BIOSes boot no 4Kn disks).
     if lay.sector_size == 512 {
         let bios = lay.bios_boot();
@@ -522,7 +512,46 @@ fn write_disk(ns: &Namespace, raw: &Path, lay: &layout::Layout, src: &Sources) -
         f.seek(SeekFrom::Start(bios.start))?;
         f.write_all(&core)?;
     }
-    Ok(())
+    fs::mkfs_esp(
+        raw,
+        lay.esp().start,
+        lay.esp().size,
+        lay.sector_size,
+        &src.uuids.esp_volid,
+        src.esp,
+        src.epoch,
+    )?;
+    // Reading a file moves its atime (relatime: when older than a day),
+    // and mkfs.ext4 -d copies atimes: each job clamps right before its
+    // copy, so an earlier platform's mkfs leaves no trace in the next one.
+    let ext4 = |part: &layout::Part, label: &str, uuid: &String, source: &Path| {
+        Job::Ext4(fs::Ext4 {
+            disk: raw.to_path_buf(),
+            offset: part.start,
+            size: part.size,
+            label: label.to_string(),
+            uuid: uuid.clone(),
+            source: source.to_path_buf(),
+            epoch: src.epoch,
+        })
+    };
+    ns.run::<()>(&ext4(lay.boot(), "boot", &src.uuids.boot_fs, src.boot))?;
+    let root = ext4(lay.root(), "root", &src.uuids.root_fs, src.root);
+    if !hash {
+        ns.run::<()>(&root)?;
+        return Ok(None);
+    }
+    std::thread::scope(|scope| {
+        let prefix = scope.spawn(|| -> Result<FileHasher> {
+            let mut h = FileHasher::open(raw)?;
+            h.advance_to(lay.root().start)?;
+            Ok(h)
+        });
+        let written = ns.run::<()>(&root);
+        let hashed = prefix.join().expect("the hashing thread panicked");
+        written?;
+        Ok(Some(hashed?.finish()?))
+    })
 }
 
 /// Image → identity and the commit to deploy, in `W/repo`.
@@ -682,48 +711,82 @@ fn write(path: &Path, content: &[u8]) -> Result<()> {
     std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Size and sha256 of a file. The holes of a sparse file (most of a raw
-/// disk) are hashed from a buffer of zeros instead of being read: reading
-/// them makes the kernel fill a page of zeros for each.
-fn hash_file(path: &Path) -> Result<(u64, String)> {
-    use std::os::unix::fs::FileExt;
+/// sha256 of a file read front to back, in steps ([`FileHasher::advance_to`])
+/// so that the part already final can be hashed while the rest is written.
+/// Holes hash as the zeros they read as, without reading them.
+struct FileHasher {
+    file: std::fs::File,
+    path: PathBuf,
+    size: u64,
+    pos: u64,
+    h: Sha256,
+}
+
+impl FileHasher {
     const CHUNK: usize = 1 << 20;
-    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let size = f.metadata()?.len();
-    let reading = || format!("reading {}", path.display());
-    let mut h = Sha256::new();
-    let zeros = vec![0u8; CHUNK];
-    let mut buf = vec![0u8; CHUNK];
-    let mut pos = 0;
-    while pos < size {
-        let data = match rustix::fs::seek(&f, rustix::fs::SeekFrom::Data(pos)) {
-            Ok(d) => d.min(size),
-            // No data after `pos`: the rest is a hole.
-            Err(rustix::io::Errno::NXIO) => size,
-            Err(e) => return Err(e).with_context(reading),
-        };
-        let mut zero = data - pos;
-        while zero > 0 {
-            let n = zero.min(CHUNK as u64);
-            h.update(&zeros[..n as usize]);
-            zero -= n;
-        }
-        if data == size {
-            break;
-        }
-        let hole = rustix::fs::seek(&f, rustix::fs::SeekFrom::Hole(data))
-            .with_context(reading)?
-            .min(size);
-        let mut at = data;
-        while at < hole {
-            let n = (hole - at).min(CHUNK as u64) as usize;
-            f.read_exact_at(&mut buf[..n], at).with_context(reading)?;
-            h.update(&buf[..n]);
-            at += n as u64;
-        }
-        pos = hole;
+
+    fn open(path: &Path) -> Result<Self> {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let size = file.metadata()?.len();
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            size,
+            pos: 0,
+            h: Sha256::new(),
+        })
     }
-    Ok((size, hex::encode(h.finalize())))
+
+    /// Hashes the bytes up to `end` (at most the file's size).
+    fn advance_to(&mut self, end: u64) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        let end = end.min(self.size);
+        let reading = || format!("reading {}", self.path.display());
+        let zeros = vec![0u8; Self::CHUNK];
+        let mut buf = vec![0u8; Self::CHUNK];
+        while self.pos < end {
+            let data = match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(self.pos)) {
+                Ok(d) => d.min(end),
+                // No data after `pos`: the rest is a hole.
+                Err(rustix::io::Errno::NXIO) => end,
+                Err(e) => return Err(e).with_context(reading),
+            };
+            let mut zero = data - self.pos;
+            while zero > 0 {
+                let n = zero.min(Self::CHUNK as u64);
+                self.h.update(&zeros[..n as usize]);
+                zero -= n;
+            }
+            self.pos = data;
+            if data == end {
+                break;
+            }
+            let hole = rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Hole(data))
+                .with_context(reading)?
+                .min(end);
+            while self.pos < hole {
+                let n = (hole - self.pos).min(Self::CHUNK as u64) as usize;
+                self.file
+                    .read_exact_at(&mut buf[..n], self.pos)
+                    .with_context(reading)?;
+                self.h.update(&buf[..n]);
+                self.pos += n as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// The size and sha256 of the whole file.
+    fn finish(mut self) -> Result<(u64, String)> {
+        self.advance_to(self.size)?;
+        Ok((self.size, hex::encode(self.h.finalize())))
+    }
+}
+
+/// The size and sha256 of a file.
+fn hash_file(path: &Path) -> Result<(u64, String)> {
+    FileHasher::open(path)?.finish()
 }
 
 #[cfg(test)]
@@ -755,7 +818,13 @@ mod tests {
                 f.write_all_at(bytes, at).unwrap();
             }
             let want = hex::encode(Sha256::digest(std::fs::read(&path).unwrap()));
-            assert_eq!(hash_file(&path).unwrap(), (len, want), "{name}");
+            assert_eq!(hash_file(&path).unwrap(), (len, want.clone()), "{name}");
+            // In steps, cut inside data, inside holes and past the end.
+            let mut h = FileHasher::open(&path).unwrap();
+            for end in [1, 2 << 20, (5 << 20) + 4, 100 << 20] {
+                h.advance_to(end).unwrap();
+            }
+            assert_eq!(h.finish().unwrap(), (len, want), "{name} in steps");
         }
     }
 }

@@ -7,15 +7,18 @@
 //! a child process started through [`Namespace::run`]: the deployment, each
 //! `mkfs.ext4 -d` (which records owners as the namespace sees them) and the
 //! removal. Each child gets a fresh namespace with the same [`IdMap`], so
-//! all of them see the same owners.
+//! all of them see the same owners. As root the map is the identity, so
+//! only the deployment (which must never run in the initial namespace)
+//! needs a child.
 //!
 //! The child is the caller's worker command (its own executable with a
 //! hidden subcommand, or this crate's test worker) with two files appended:
 //! the [`Job`] as JSON in, the outcome as JSON out. It calls
 //! [`worker_main`].
 //!
-//! What it must not do: touch the sysroot from the parent (a build as an
-//! ordinary user cannot read or remove what belongs to its subordinate ids).
+//! What it must not do: touch the sysroot from the parent when the map is
+//! not the identity (a build as an ordinary user cannot read or remove what
+//! belongs to its subordinate ids).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -143,8 +146,13 @@ pub struct Namespace<'a> {
 }
 
 impl Namespace<'_> {
-    /// Runs `job` in a child; its answer, or the error it reported.
+    /// Runs `job` in a child; its answer, or the error it reported. As
+    /// root, only a deployment needs the namespace (every owner is already
+    /// the image's): the other jobs run here, without a process to start.
     pub fn run<T: DeserializeOwned>(&self, job: &Job) -> Result<T> {
+        if self.map == IdMap::Identity && !matches!(job, Job::Deploy(_)) {
+            return serde_json::from_value(run_job(job)?).context("reading the job's answer");
+        }
         strata_process::require("unshare")?;
         let dir = tempfile::Builder::new()
             .prefix("strata-userns-")

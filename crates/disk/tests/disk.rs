@@ -261,6 +261,16 @@ fn layout_filesystems_and_metadata() {
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
     assert_eq!(meta["images"]["metal"]["sha256"], metal.sha256.as_str());
+    // The recorded digest is the file's (hashed partly while it was written).
+    for a in &r.artifacts {
+        let sum = run(Command::new("sha256sum").arg(&a.path));
+        assert_eq!(
+            sum.split_whitespace().next(),
+            Some(a.sha256.as_str()),
+            "{}",
+            a.platform
+        );
+    }
     assert_eq!(meta["images"]["qemu"]["size"], artifact("qemu").size);
     let stream: coreos_stream_metadata::Stream =
         serde_json::from_slice(&std::fs::read(&r.stream_json).unwrap()).unwrap();
