@@ -58,8 +58,9 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
         .context("starting an ostree transaction")?;
     let result = (|| -> Result<String> {
         let mtree = ostree::MutableTree::new();
-        let modifier =
-            ostree::RepoCommitModifier::new(ostree::RepoCommitModifierFlags::SKIP_XATTRS, None);
+        let modifier = ostree::RepoCommitModifier::new(ostree::RepoCommitModifierFlags::NONE, None);
+        let tree = spec.tree.to_path_buf();
+        modifier.set_xattr_callback(move |_, path, _| kept_xattrs(&tree, path));
         let dir = gio::File::for_path(spec.tree);
         repo.write_directory_to_mtree(&dir, &mtree, Some(&modifier), cancel)
             .with_context(|| format!("writing {} into the repository", spec.tree.display()))?;
@@ -89,6 +90,35 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
         let _ = repo.abort_transaction(cancel);
     }
     result
+}
+
+/// The extended attributes a tree's files keep in its commit: file
+/// capabilities (rpm's `%caps`: newuidmap's `cap_setuid`, …). Whatever else
+/// the build host's filesystem put on the files (its own SELinux labels,
+/// `user.*` of tools) stays out.
+const KEPT_XATTRS: &[&str] = &["security.capability"];
+
+/// ostree's `a(ayay)` of the [`KEPT_XATTRS`] of `path` (commit-relative)
+/// under `tree`; names end with a NUL, as ostree stores them.
+fn kept_xattrs(tree: &Path, path: &str) -> glib::Variant {
+    let file = tree.join(path.trim_start_matches('/'));
+    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    for name in KEPT_XATTRS {
+        let mut value = vec![0u8; 1024];
+        match rustix::fs::lgetxattr(&file, *name, &mut value[..]) {
+            Ok(n) => {
+                let mut key = name.as_bytes().to_vec();
+                key.push(0);
+                value.truncate(n);
+                pairs.push((key, value));
+            }
+            Err(rustix::io::Errno::NODATA) | Err(rustix::io::Errno::NOTSUP) => {}
+            // The callback cannot fail the commit; the tree was just
+            // written by this build, so this does not happen in practice.
+            Err(e) => tracing::warn!("reading {name} of {}: {e}", file.display()),
+        }
+    }
+    pairs.to_variant()
 }
 
 fn metadata(spec: &CommitSpec<'_>) -> glib::Variant {

@@ -98,6 +98,22 @@ fn demo_base_follows_the_conventions() {
             .into_owned()
     };
 
+    // rpm's %caps reach the commit (and nothing else of the host's xattrs).
+    for (file, caps) in [
+        ("/usr/bin/newuidmap", "security.capability"),
+        ("/usr/bin/newgidmap", "security.capability"),
+        ("/usr/bin/bash", ""),
+    ] {
+        let listed = run(Command::new("ostree")
+            .arg(format!("--repo={}", repo.display()))
+            .args(["ls", "-X", &r.ostree_commit, file]));
+        if caps.is_empty() {
+            assert!(listed.contains("{ @a(ayay) [] }"), "{listed}");
+        } else {
+            assert!(listed.contains(caps), "{file}: {listed}");
+        }
+    }
+
     assert!(!tree.join("etc").exists(), "/etc moved to /usr/etc");
     assert!(tree.join("usr/etc/ssh/sshd_config").is_file());
     for (name, target) in [

@@ -459,6 +459,16 @@ fn content_owned_by_system_users_keeps_its_owner() {
             .unwrap_or_else(|| panic!("{stat}"));
         assert_eq!(user, "998", "{path}: {stat}");
     }
+    // File capabilities (rpm's %caps) reach the disk as plain (revision 2,
+    // 20-byte) capabilities, not tied to the namespace that deployed them.
+    let eas = run(Command::new("debugfs")
+        .arg("-R")
+        .arg(format!(
+            "ea_list /ostree/deploy/rhcos/deploy/{}.0/usr/bin/newuidmap",
+            r.ostree_commit
+        ))
+        .arg(&root));
+    assert!(eas.contains("security.capability (20)"), "{eas}");
 
     // Another platform, naming another image: the metal disk (which names
     // the local image) is no longer this build's.

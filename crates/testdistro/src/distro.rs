@@ -245,6 +245,9 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
                 FileSpec::file("/usr/sbin/groupadd", data("groupadd"), 0o755).hardlink("groupadd"),
                 FileSpec::file("/usr/sbin/addgroup", data("groupadd"), 0o755).hardlink("groupadd"),
                 FileSpec::file("/etc/login.defs", "SYS_UID_MIN 201\nSYS_UID_MAX 999\nUID_MIN 1000\n", 0o644).config(),
+                // File capabilities instead of setuid, as RHEL's are.
+                FileSpec::file("/usr/bin/newuidmap", "#!/usr/bin/sh\n# placeholder\nexit 1\n", 0o755).caps("cap_setuid=ep"),
+                FileSpec::file("/usr/bin/newgidmap", "#!/usr/bin/sh\n# placeholder\nexit 1\n", 0o755).caps("cap_setgid=ep"),
             ]),
         pkg("passwd", "0.80", "4.el8")
             .requires(&["shadow-utils"])

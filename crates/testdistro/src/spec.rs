@@ -25,6 +25,8 @@ pub struct FileSpec {
     pub doc: bool,
     /// Files sharing an identity are hardlinks of one another.
     pub hardlink: Option<String>,
+    /// `%caps`: file capabilities, e.g. `cap_setuid=ep`.
+    pub caps: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -45,6 +47,7 @@ impl FileSpec {
             config: false,
             doc: false,
             hardlink: None,
+            caps: None,
         }
     }
 
@@ -73,6 +76,11 @@ impl FileSpec {
     pub fn owner(mut self, user: &str, group: &str) -> Self {
         self.user = user.into();
         self.group = group.into();
+        self
+    }
+
+    pub fn caps(mut self, caps: &str) -> Self {
+        self.caps = Some(caps.into());
         self
     }
 
@@ -278,6 +286,9 @@ impl PkgSpec {
             }
             if let Some(id) = &f.hardlink {
                 opts = opts.hardlink(id.as_str());
+            }
+            if let Some(caps) = &f.caps {
+                opts = opts.caps(caps.as_str())?;
             }
             match &f.kind {
                 FileKind::File(content) => b.with_file_contents(content.clone(), opts)?,
