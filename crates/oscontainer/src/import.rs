@@ -382,6 +382,17 @@ fn parse_object_path(rest: &str) -> Option<(String, &str)> {
     valid.then_some((checksum, ext))
 }
 
+/// The normalized path of a tar entry of layer `desc`; one that would
+/// leave the tree is refused, naming the layer.
+fn entry_path<R: Read>(entry: &tar::Entry<R>, desc: &Descriptor) -> Result<String> {
+    let raw = entry.path_bytes();
+    normalize_entry_path(&raw).map_err(|reason| Error::UnsafeEntry {
+        digest: desc.digest().to_string(),
+        path: String::from_utf8_lossy(&raw).into_owned(),
+        reason: reason.to_string(),
+    })
+}
+
 fn bad_layer(desc: &Descriptor, reason: impl std::fmt::Display) -> Error {
     Error::BadLayer {
         digest: desc.digest().to_string(),
@@ -447,12 +458,7 @@ impl<'r> ObjectImporter<'r> {
         let entries = archive.entries().map_err(|e| bad_layer(desc, e))?;
         for entry in entries {
             let mut entry = entry.map_err(|e| bad_layer(desc, format!("reading tar: {e}")))?;
-            let raw = entry.path_bytes().into_owned();
-            let path = normalize_entry_path(&raw).map_err(|reason| Error::UnsafeEntry {
-                digest: desc.digest().to_string(),
-                path: String::from_utf8_lossy(&raw).into_owned(),
-                reason: reason.to_string(),
-            })?;
+            let path = entry_path(&entry, desc)?;
             let kind = entry.header().entry_type();
             if kind.is_dir() {
                 continue;
@@ -931,12 +937,7 @@ impl<'r> DerivedTree<'r> {
         let entries = archive.entries().map_err(|e| bad_layer(desc, e))?;
         for entry in entries {
             let mut entry = entry.map_err(|e| bad_layer(desc, format!("reading tar: {e}")))?;
-            let raw = entry.path_bytes().into_owned();
-            let path = normalize_entry_path(&raw).map_err(|reason| Error::UnsafeEntry {
-                digest: desc.digest().to_string(),
-                path: String::from_utf8_lossy(&raw).into_owned(),
-                reason: reason.to_string(),
-            })?;
+            let path = entry_path(&entry, desc)?;
             if path.is_empty() {
                 continue;
             }
