@@ -59,9 +59,19 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
     let result = (|| -> Result<String> {
         let mtree = ostree::MutableTree::new();
         let modifier = ostree::RepoCommitModifier::new(ostree::RepoCommitModifierFlags::NONE, None);
-        let tree = spec.tree.to_path_buf();
-        modifier.set_xattr_callback(move |_, path, _| kept_xattrs(&tree, path));
         let dir = gio::File::for_path(spec.tree);
+        // The tree's own policy labels it (none: no labels).
+        let policy = ostree::SePolicy::new(&dir, cancel)
+            .with_context(|| format!("loading the SELinux policy of {}", spec.tree.display()))?;
+        let tree = spec.tree.to_path_buf();
+        modifier.set_xattr_callback(move |_, path, info| {
+            let mut xattrs = kept_xattrs(&tree, path);
+            if let Some(label) = selinux_label(&policy, path, info.attribute_uint32("unix::mode")) {
+                xattrs.push((b"security.selinux\0".to_vec(), label));
+                xattrs.sort();
+            }
+            xattrs.to_variant()
+        });
         repo.write_directory_to_mtree(&dir, &mtree, Some(&modifier), cancel)
             .with_context(|| format!("writing {} into the repository", spec.tree.display()))?;
         let root = repo
@@ -98,9 +108,34 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
 /// `user.*` of tools) stays out.
 const KEPT_XATTRS: &[&str] = &["security.capability"];
 
-/// ostree's `a(ayay)` of the [`KEPT_XATTRS`] of `path` (commit-relative)
-/// under `tree`; names end with a NUL, as ostree stores them.
-fn kept_xattrs(tree: &Path, path: &str) -> glib::Variant {
+/// The SELinux label of `path` (commit-relative) with `mode` under
+/// `policy`, NUL-terminated as the kernel stores it. `/usr/etc` is labeled
+/// as the `/etc` it becomes on a node (a deployment copies it there, labels
+/// included).
+fn selinux_label(policy: &ostree::SePolicy, path: &str, mode: u32) -> Option<Vec<u8>> {
+    let as_deployed = match path.strip_prefix("/usr/etc") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("/etc{rest}"),
+        _ => path.to_string(),
+    };
+    match policy.label(&as_deployed, mode, gio::Cancellable::NONE) {
+        Ok(Some(label)) => {
+            let mut v = label.as_bytes().to_vec();
+            v.push(0);
+            Some(v)
+        }
+        Ok(None) => None,
+        // The callback cannot fail the commit; a lookup error other than
+        // "no label" means a broken policy, which the tree's tests show.
+        Err(e) => {
+            tracing::warn!("labeling {path}: {e}");
+            None
+        }
+    }
+}
+
+/// The [`KEPT_XATTRS`] of `path` (commit-relative) under `tree`, as
+/// ostree's `a(ayay)` pairs: names end with a NUL, as ostree stores them.
+fn kept_xattrs(tree: &Path, path: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
     let file = tree.join(path.trim_start_matches('/'));
     let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     for name in KEPT_XATTRS {
@@ -118,7 +153,7 @@ fn kept_xattrs(tree: &Path, path: &str) -> glib::Variant {
             Err(e) => tracing::warn!("reading {name} of {}: {e}", file.display()),
         }
     }
-    pairs.to_variant()
+    pairs
 }
 
 fn metadata(spec: &CommitSpec<'_>) -> glib::Variant {

@@ -290,6 +290,64 @@ fn swap_ids(list: &str, a: &str, b: &str) -> String {
         .collect()
 }
 
+/// A tree with an SELinux policy is labeled by it: every path as
+/// `ostree commit --selinux-policy` labels it, except `/usr/etc`, which is
+/// labeled as the `/etc` a deployment copies it to.
+#[test]
+fn the_trees_own_selinux_policy_labels_it() {
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let manifest = wrapper(d.path(), "packages:\n  - selinux-policy-minimum\n");
+    let w = d.path().join("work");
+    let r = compose_in(&w, &manifest).unwrap();
+    let repo = w.join("repo");
+    let label = |repo: &Path, commit: &str, file: &str| -> String {
+        let listed = run(Command::new("ostree")
+            .arg(format!("--repo={}", repo.display()))
+            .args(["ls", "-X", commit, file]));
+        let at = listed
+            .find("security.selinux")
+            .unwrap_or_else(|| panic!("{file} is not labeled: {listed}"));
+        // Every context of the fixture's policy is system_u:…:s0.
+        let rest = &listed[at..];
+        let start = rest.find("system_u").unwrap();
+        let len = rest[start..].find(":s0").unwrap() + 3;
+        rest[start..start + len].to_string()
+    };
+    for (file, want) in [
+        ("/", "system_u:object_r:root_t:s0"),
+        ("/usr/bin/bash", "system_u:object_r:bin_t:s0"),
+        (
+            "/usr/etc/ssh/sshd_config",
+            "system_u:object_r:sshd_config_t:s0",
+        ),
+        ("/usr/etc/shadow", "system_u:object_r:shadow_t:s0"),
+        ("/usr/etc", "system_u:object_r:etc_t:s0"),
+    ] {
+        assert_eq!(label(&repo, &r.ostree_commit, file), want, "{file}");
+    }
+
+    // The reference: ostree's own labeling of the same tree agrees outside
+    // /usr/etc.
+    let co = d.path().join("checkout");
+    run(Command::new("ostree")
+        .arg(format!("--repo={}", repo.display()))
+        .args(["checkout", "-U", &r.ostree_commit])
+        .arg(&co));
+    let reference = run(Command::new("ostree")
+        .arg(format!("--repo={}", repo.display()))
+        .args(["commit", "--orphan", "--no-xattrs"])
+        .arg(format!("--selinux-policy={}", co.display()))
+        .arg(format!("--tree=dir={}", co.display())));
+    for file in ["/", "/usr", "/usr/bin/bash", "/usr/lib/os-release"] {
+        assert_eq!(
+            label(&repo, &r.ostree_commit, file),
+            label(&repo, reference.trim(), file),
+            "{file}"
+        );
+    }
+}
+
 /// Scriptlets allocate system ids at install time, in rpm's install order;
 /// files on nodes are owned by those numbers, so a user the previous build
 /// had keeps its id whatever the allocation would give now.

@@ -409,7 +409,47 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         .iter()
         .map(|(n, v, r, size, req)| ordinary(n, v, r, *size, req))
         .collect();
+    baseos.push(selinux_policy());
     (baseos, appstream)
+}
+
+/// An SELinux policy as far as labeling needs one: the config naming it and
+/// its file contexts (text; the binary policy is a placeholder). The demo
+/// base's selinux-policy-targeted is an ordinary filler package, so the
+/// demo stays unlabeled; tests that want labels install this one.
+fn selinux_policy() -> PkgSpec {
+    let contexts = "\
+/.*\tsystem_u:object_r:default_t:s0
+/\tsystem_u:object_r:root_t:s0
+/usr(/.*)?\tsystem_u:object_r:usr_t:s0
+/usr/bin(/.*)?\tsystem_u:object_r:bin_t:s0
+/usr/sbin(/.*)?\tsystem_u:object_r:bin_t:s0
+/etc(/.*)?\tsystem_u:object_r:etc_t:s0
+/etc/ssh/sshd_config\t--\tsystem_u:object_r:sshd_config_t:s0
+/etc/shadow.*\t--\tsystem_u:object_r:shadow_t:s0
+/var(/.*)?\tsystem_u:object_r:var_t:s0
+";
+    pkg("selinux-policy-minimum", "3.14.3", "95.el8")
+        .noarch()
+        .requires(&["setup"])
+        .files([
+            FileSpec::file(
+                "/etc/selinux/config",
+                "SELINUX=enforcing\nSELINUXTYPE=minimum\n",
+                0o644,
+            )
+            .config(),
+            FileSpec::file(
+                "/etc/selinux/minimum/contexts/files/file_contexts",
+                contexts,
+                0o644,
+            ),
+            FileSpec::file(
+                "/etc/selinux/minimum/policy/policy.31",
+                "placeholder\n",
+                0o644,
+            ),
+        ])
 }
 
 fn filesystem_files() -> Vec<FileSpec> {
