@@ -56,8 +56,36 @@ fn bases() -> &'static (tempfile::TempDir, ComposeResult, ComposeResult) {
         };
         let first = compose_snapshot("20261101");
         let zstream = compose_snapshot("20261115");
+        // In the same breath (librpm again): the demo base with an SELinux
+        // policy, in a workdir of its own.
+        let lw = tempfile::tempdir().unwrap();
+        let manifest = lw.path().join("labeled.yaml");
+        std::fs::write(
+            &manifest,
+            format!(
+                "edition: 1\ninclude: {}\npackages:\n  - selinux-policy-minimum\n",
+                demo("rhel-8.6.yaml").display()
+            ),
+        )
+        .unwrap();
+        let labeled = compose(
+            &ComposeOptions::new(&manifest, lw.path().join("work"))
+                .vars(vars())
+                .source_date_epoch(None),
+        )
+        .unwrap();
+        LABELED.set((lw, labeled)).ok();
         (w, first, zstream)
     })
+}
+
+/// The demo base with selinux-policy-minimum: a base labeled by its policy
+/// (composed by [`bases`]; the directory holds the workdir `work`).
+static LABELED: OnceLock<(tempfile::TempDir, ComposeResult)> = OnceLock::new();
+
+fn labeled_base() -> &'static (tempfile::TempDir, ComposeResult) {
+    bases();
+    LABELED.get().expect("composed with the other bases")
 }
 
 fn base() -> (&'static tempfile::TempDir, &'static ComposeResult) {
@@ -462,6 +490,42 @@ fn insecure() -> TransportOptions {
     let mut t = TransportOptions::default();
     t.tls_verify = false;
     t
+}
+
+/// On a base its own SELinux policy labels, the derived commit is labeled
+/// as the ostree-ext client labels its merge of the image: every path by
+/// the policy, derived files included, other xattrs kept.
+#[test]
+fn on_a_labeled_base_the_derived_commit_has_the_clients_labels() {
+    let (lw, b) = labeled_base();
+    let w = lw.path().join("work");
+    let r = derive_on(&w, &b.image_tag(), &[demo("ocp-4.13.yaml")], &[]).unwrap();
+    let r = &r[0];
+    let ours = root_tree(&w.join("repo"), &r.ostree_commit);
+    let client = ostree_ext_client().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json: serde_json::Value = serde_json::from_str(
+        run(Command::new(client)
+            .arg("import")
+            .arg(dir.path().join("client"))
+            .arg(&r.image))
+        .trim(),
+    )
+    .unwrap();
+    assert_eq!(json["merge_tree"], ours.as_str(), "{json}");
+    let listed = run(Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args([
+            "ls",
+            "-X",
+            &r.ostree_commit,
+            "/usr/bin/kubelet",
+            "/usr/bin/newuidmap",
+        ]));
+    assert!(
+        listed.contains("system_u:object_r:bin_t:s0") && listed.contains("security.capability"),
+        "{listed}"
+    );
 }
 
 #[test]

@@ -795,7 +795,13 @@ struct DerivedTree<'r> {
     filtered: BTreeMap<String, u32>,
     /// The base commit's metadata (`a{sv}`).
     base_meta: glib::Variant,
+    /// Whether a layer added or removed anything under `usr/etc/selinux`
+    /// (then the merged tree's policy labels it, not the base's).
+    policy_changed: bool,
 }
+
+/// Where a tree keeps its SELinux policy.
+const POLICY_DIR: &str = "usr/etc/selinux";
 
 /// What is at a path.
 enum Node {
@@ -819,6 +825,7 @@ impl<'r> DerivedTree<'r> {
             default_dirmeta,
             filtered: BTreeMap::new(),
             base_meta,
+            policy_changed: false,
         })
     }
 
@@ -884,6 +891,9 @@ impl<'r> DerivedTree<'r> {
         let mut added = HashSet::new();
         self.each_entry(reader, desc, |tree, entry, path| {
             let name = path.rsplit('/').next().unwrap_or(path);
+            if is_policy_path(path) {
+                tree.policy_changed = true;
+            }
             if name.starts_with(".wh.") {
                 tree.whiteout(desc, path, &added)
             } else if let Some(kept) = tree.add(desc, entry, path)? {
@@ -1171,10 +1181,132 @@ impl<'r> DerivedTree<'r> {
         Ok(())
     }
 
+    /// The policy that labels the merged tree, if it has one enabled: the
+    /// base's, or, when the layers changed it, the merged tree's own (read
+    /// from a commit of the tree as it stands).
+    fn policy(&self, base: &str) -> Result<Option<ostree::SePolicy>> {
+        let rev = if self.policy_changed {
+            let root = self
+                .repo
+                .write_mtree(&self.root, gio::Cancellable::NONE)
+                .context_with(|| "writing the merged tree".into())?;
+            let root = root
+                .downcast::<ostree::RepoFile>()
+                .map_err(|_| Error::BadCommit {
+                    commit: base.to_string(),
+                    reason: "write_mtree did not return a repository file".into(),
+                })?;
+            self.repo
+                .write_commit_with_time(None, None, None, None, &root, 0, gio::Cancellable::NONE)
+                .context_with(|| "writing the merged tree's policy commit".into())?
+                .to_string()
+        } else {
+            base.to_string()
+        };
+        let policy = ostree::SePolicy::from_commit(self.repo, &rev, gio::Cancellable::NONE)
+            .context_with(|| format!("loading the SELinux policy of {rev}"))?;
+        Ok(policy.name().is_some().then_some(policy))
+    }
+
+    /// Labels every path of the tree as `policy` labels it, keeping the
+    /// other xattrs: what ostree-ext's client does to a merged tree with
+    /// derived layers (its commit of the merged checkout carries a policy).
+    /// `path` is the directory's absolute path in the tree.
+    fn relabel(
+        &self,
+        dir: &ostree::MutableTree,
+        path: &str,
+        policy: &ostree::SePolicy,
+    ) -> Result<()> {
+        let label = |p: &str, mode: u32| {
+            policy
+                .label(p, mode, gio::Cancellable::NONE)
+                .context_with(|| format!("labeling {p}"))
+        };
+        let meta = dir.metadata_checksum();
+        let v = self
+            .repo
+            .load_variant(ostree::ObjectType::DirMeta, &meta)
+            .context_with(|| format!("loading directory metadata {meta}"))?;
+        let (uid, gid, mode, xattrs) = v
+            .get::<(u32, u32, u32, Vec<(Vec<u8>, Vec<u8>)>)>()
+            .ok_or_else(|| Error::BadCommit {
+                commit: meta.to_string(),
+                reason: "malformed directory metadata".into(),
+            })?;
+        let (uid, gid, mode) = (u32::from_be(uid), u32::from_be(gid), u32::from_be(mode));
+        if let Some(new) = relabeled(xattrs, label(path, mode)?) {
+            let c = write_dirmeta(self.repo, uid, gid, mode & 0o7777, Some(&new.to_variant()))?;
+            dir.set_metadata_checksum(&c);
+        }
+        for (name, csum) in dir.copy_files() {
+            let child = format!("{}/{name}", path.trim_end_matches('/'));
+            let ctx = || format!("relabeling {child}");
+            let (stream, info, xattrs) = self
+                .repo
+                .load_file(&csum, gio::Cancellable::NONE)
+                .context_with(ctx)?;
+            let mode = info.attribute_uint32("unix::mode");
+            let pairs = xattrs.get::<Vec<(Vec<u8>, Vec<u8>)>>().unwrap_or_default();
+            let Some(new) = relabeled(pairs, label(&child, mode)?) else {
+                continue;
+            };
+            let new = new.to_variant();
+            let (uid, gid) = (
+                info.attribute_uint32("unix::uid"),
+                info.attribute_uint32("unix::gid"),
+            );
+            let written = if info.file_type() == gio::FileType::SymbolicLink {
+                let target = info.symlink_target().unwrap_or_default();
+                self.repo
+                    .write_symlink(
+                        None,
+                        uid,
+                        gid,
+                        Some(&new),
+                        &target.to_string_lossy(),
+                        gio::Cancellable::NONE,
+                    )
+                    .context_with(ctx)?
+                    .to_string()
+            } else {
+                let mut content = Vec::new();
+                if let Some(stream) = stream {
+                    stream
+                        .into_read()
+                        .read_to_end(&mut content)
+                        .context_with(ctx)?;
+                }
+                let w = self
+                    .repo
+                    .write_regfile(None, uid, gid, mode, content.len() as u64, Some(&new))
+                    .context_with(ctx)?;
+                w.write_all(&content, gio::Cancellable::NONE)
+                    .context_with(ctx)?;
+                w.finish(gio::Cancellable::NONE)
+                    .context_with(ctx)?
+                    .to_string()
+            };
+            dir.replace_file(&name, &written).context_with(ctx)?;
+        }
+        for (name, sub) in dir.copy_subdirs() {
+            self.relabel(
+                &sub,
+                &format!("{}/{name}", path.trim_end_matches('/')),
+                policy,
+            )?;
+        }
+        Ok(())
+    }
+
     fn commit(&self, base: &str, version: Option<&str>, timestamp: Option<u64>) -> Result<String> {
         let started = std::time::Instant::now();
         self.owner_readable(&self.root)?;
         tracing::debug!(elapsed = ?started.elapsed(), "owner-unreadable files rewritten");
+        if let Some(policy) = self.policy(base)? {
+            self.relabel(&self.root, "/", &policy)?;
+            tracing::debug!(elapsed = ?started.elapsed(), "merged tree relabeled");
+        }
         let root = self
             .repo
             .write_mtree(&self.root, gio::Cancellable::NONE)
@@ -1223,6 +1355,36 @@ impl<'r> DerivedTree<'r> {
             .context_with(|| "writing the derived commit".into())?;
         Ok(commit.to_string())
     }
+}
+
+/// True for paths (tar-relative, no leading slash) under the policy dir.
+fn is_policy_path(path: &str) -> bool {
+    path.strip_prefix(POLICY_DIR)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        // A tar's `etc/…` lands in `usr/etc/…`.
+        || path
+            .strip_prefix("etc/selinux")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// `xattrs` with `security.selinux` set to `label` (NUL-terminated, as
+/// stored), or None when that is what they already say (or there is no
+/// label to give).
+fn relabeled(
+    mut xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    label: Option<glib::GString>,
+) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+    let label = label?;
+    let mut value = label.as_bytes().to_vec();
+    value.push(0);
+    let name = b"security.selinux\0".to_vec();
+    match xattrs.iter_mut().find(|(n, _)| *n == name) {
+        Some((_, v)) if *v == value => return None,
+        Some((_, v)) => *v = value,
+        None => xattrs.push((name, value)),
+    }
+    xattrs.sort();
+    Some(xattrs)
 }
 
 fn empty_xattrs() -> glib::Variant {
