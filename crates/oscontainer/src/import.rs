@@ -795,6 +795,9 @@ struct DerivedTree<'r> {
     filtered: BTreeMap<String, u32>,
     /// The base commit's metadata (`a{sv}`).
     base_meta: glib::Variant,
+    /// The base's SELinux policy, when it has one: layer content is labeled
+    /// by it as it is added ([`Self::fix_up`] checks every path at the end).
+    policy: Option<ostree::SePolicy>,
     /// Whether a layer added or removed anything under `usr/etc/selinux`
     /// (then the merged tree's policy labels it, not the base's).
     policy_changed: bool,
@@ -825,6 +828,7 @@ impl<'r> DerivedTree<'r> {
             default_dirmeta,
             filtered: BTreeMap::new(),
             base_meta,
+            policy: enabled_policy(repo, base)?,
             policy_changed: false,
         })
     }
@@ -1038,6 +1042,7 @@ impl<'r> DerivedTree<'r> {
         let ctx = || format!("adding {path}");
         let kind = header.entry_type();
         if kind.is_dir() {
+            let xattrs = self.labeled(xattrs, &path, libc_s_ifdir() | mode)?;
             let meta = write_dirmeta(self.repo, uid, gid, mode, xattrs.as_ref())?;
             let dir = match existing {
                 Node::Dir(d) => d,
@@ -1050,7 +1055,13 @@ impl<'r> DerivedTree<'r> {
             dir.set_metadata_checksum(&meta);
             return Ok(Some(path));
         }
-        let xattrs = xattrs.unwrap_or_else(empty_xattrs);
+        let type_bits = match kind {
+            tar::EntryType::Symlink => S_IFLNK,
+            _ => libc_s_ifreg(),
+        };
+        let xattrs = self
+            .labeled(xattrs, &path, type_bits | mode)?
+            .unwrap_or_else(empty_xattrs);
         let checksum = match kind {
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.size();
@@ -1128,64 +1139,14 @@ impl<'r> DerivedTree<'r> {
         Ok(Some(path))
     }
 
-    /// Writes the tree and a commit on top of `base`.
-    /// ostree-ext builds a client's merge commit by committing a user-mode
-    /// checkout of the base with the layers on top; a file its checkout
-    /// cannot hard-link — one its owner may not read, like a mode-0000
-    /// `/etc/shadow` — comes back with the owner read bit set. The same
-    /// rule here keeps our derived commit identical to a client's.
-    fn owner_readable(&self, dir: &ostree::MutableTree) -> Result<()> {
-        let ctx = |c: &str| format!("reading file object {c}");
-        for (name, csum) in dir.copy_files() {
-            let (_, info, xattrs) = self
-                .repo
-                .load_file(&csum, gio::Cancellable::NONE)
-                .context_with(|| ctx(&csum))?;
-            let mode = info.attribute_uint32("unix::mode");
-            if info.file_type() != gio::FileType::Regular || mode & 0o400 != 0 {
-                continue;
-            }
-            let (stream, _, _) = self
-                .repo
-                .load_file(&csum, gio::Cancellable::NONE)
-                .context_with(|| ctx(&csum))?;
-            let mut content = Vec::new();
-            if let Some(stream) = stream {
-                stream
-                    .into_read()
-                    .read_to_end(&mut content)
-                    .context_with(|| ctx(&csum))?;
-            }
-            let w = self
-                .repo
-                .write_regfile(
-                    None,
-                    info.attribute_uint32("unix::uid"),
-                    info.attribute_uint32("unix::gid"),
-                    mode | 0o400,
-                    content.len() as u64,
-                    Some(&xattrs),
-                )
-                .context_with(|| format!("rewriting {name}"))?;
-            w.write_all(&content, gio::Cancellable::NONE)
-                .context_with(|| format!("rewriting {name}"))?;
-            let new = w
-                .finish(gio::Cancellable::NONE)
-                .context_with(|| format!("rewriting {name}"))?;
-            dir.replace_file(&name, &new)
-                .context_with(|| format!("rewriting {name}"))?;
-        }
-        for (_, sub) in dir.copy_subdirs() {
-            self.owner_readable(&sub)?;
-        }
-        Ok(())
-    }
-
     /// The policy that labels the merged tree, if it has one enabled: the
     /// base's, or, when the layers changed it, the merged tree's own (read
     /// from a commit of the tree as it stands).
     fn policy(&self, base: &str) -> Result<Option<ostree::SePolicy>> {
-        let rev = if self.policy_changed {
+        if !self.policy_changed {
+            return Ok(self.policy.clone());
+        }
+        let rev = {
             let root = self
                 .repo
                 .write_mtree(&self.root, gio::Cancellable::NONE)
@@ -1200,76 +1161,96 @@ impl<'r> DerivedTree<'r> {
                 .write_commit_with_time(None, None, None, None, &root, 0, gio::Cancellable::NONE)
                 .context_with(|| "writing the merged tree's policy commit".into())?
                 .to_string()
-        } else {
-            base.to_string()
         };
-        let policy = ostree::SePolicy::from_commit(self.repo, &rev, gio::Cancellable::NONE)
-            .context_with(|| format!("loading the SELinux policy of {rev}"))?;
-        Ok(policy.name().is_some().then_some(policy))
+        enabled_policy(self.repo, &rev)
     }
 
-    /// Labels every path of the tree as `policy` labels it, keeping the
-    /// other xattrs: what ostree-ext's client does to a merged tree with
-    /// derived layers (its commit of the merged checkout carries a policy).
-    /// `path` is the directory's absolute path in the tree.
-    fn relabel(
+    /// `xattrs` of the layer entry at `path` (tar-relative) with `mode`
+    /// (type bits included), labeled by the base's policy when it has one.
+    fn labeled(
+        &self,
+        xattrs: Option<glib::Variant>,
+        path: &str,
+        mode: u32,
+    ) -> Result<Option<glib::Variant>> {
+        let Some(policy) = &self.policy else {
+            return Ok(xattrs);
+        };
+        let absolute = format!("/{path}");
+        let label = policy
+            .label(&absolute, mode, gio::Cancellable::NONE)
+            .context_with(|| format!("labeling {absolute}"))?;
+        let pairs = xattrs
+            .as_ref()
+            .and_then(|x| x.get::<Vec<(Vec<u8>, Vec<u8>)>>())
+            .unwrap_or_default();
+        Ok(match relabeled(pairs, label) {
+            Some(new) => Some(new.to_variant()),
+            None => xattrs,
+        })
+    }
+
+    /// Brings every file under `dir` (at absolute `path`) to what
+    /// ostree-ext's client commits for a merged tree, in one walk:
+    /// - the client commits a user-mode checkout of the base with the layers
+    ///   on top; a file its checkout cannot hard-link (one its owner may not
+    ///   read, like a mode-0000 `/etc/shadow`) comes back with the owner
+    ///   read bit set;
+    /// - with a `policy` (the merged tree has one), it labels every path by
+    ///   the policy, keeping the other xattrs.
+    fn fix_up(
         &self,
         dir: &ostree::MutableTree,
         path: &str,
-        policy: &ostree::SePolicy,
+        policy: Option<&ostree::SePolicy>,
     ) -> Result<()> {
-        let label = |p: &str, mode: u32| {
-            policy
-                .label(p, mode, gio::Cancellable::NONE)
-                .context_with(|| format!("labeling {p}"))
+        let label = |p: &str, mode: u32| -> Result<Option<glib::GString>> {
+            match policy {
+                Some(policy) => policy
+                    .label(p, mode, gio::Cancellable::NONE)
+                    .context_with(|| format!("labeling {p}")),
+                None => Ok(None),
+            }
         };
-        let meta = dir.metadata_checksum();
-        let v = self
-            .repo
-            .load_variant(ostree::ObjectType::DirMeta, &meta)
-            .context_with(|| format!("loading directory metadata {meta}"))?;
-        let (uid, gid, mode, xattrs) = v
-            .get::<(u32, u32, u32, Vec<(Vec<u8>, Vec<u8>)>)>()
-            .ok_or_else(|| Error::BadCommit {
-                commit: meta.to_string(),
-                reason: "malformed directory metadata".into(),
-            })?;
-        let (uid, gid, mode) = (u32::from_be(uid), u32::from_be(gid), u32::from_be(mode));
-        if let Some(new) = relabeled(xattrs, label(path, mode)?) {
-            let c = write_dirmeta(self.repo, uid, gid, mode & 0o7777, Some(&new.to_variant()))?;
-            dir.set_metadata_checksum(&c);
+        if policy.is_some() {
+            let meta = dir.metadata_checksum();
+            let v = self
+                .repo
+                .load_variant(ostree::ObjectType::DirMeta, &meta)
+                .context_with(|| format!("loading directory metadata {meta}"))?;
+            let (uid, gid, mode, xattrs) = v
+                .get::<(u32, u32, u32, Vec<(Vec<u8>, Vec<u8>)>)>()
+                .ok_or_else(|| Error::BadCommit {
+                    commit: meta.to_string(),
+                    reason: "malformed directory metadata".into(),
+                })?;
+            let (uid, gid, mode) = (u32::from_be(uid), u32::from_be(gid), u32::from_be(mode));
+            if let Some(new) = relabeled(xattrs, label(path, mode)?) {
+                let c = write_dirmeta(self.repo, uid, gid, mode & 0o7777, Some(&new.to_variant()))?;
+                dir.set_metadata_checksum(&c);
+            }
         }
         for (name, csum) in dir.copy_files() {
             let child = format!("{}/{name}", path.trim_end_matches('/'));
-            let ctx = || format!("relabeling {child}");
+            let ctx = || format!("rewriting {child}");
             let (stream, info, xattrs) = self
                 .repo
                 .load_file(&csum, gio::Cancellable::NONE)
                 .context_with(ctx)?;
             let mode = info.attribute_uint32("unix::mode");
+            let regular = info.file_type() == gio::FileType::Regular;
+            let readable = if regular { mode | 0o400 } else { mode };
             let pairs = xattrs.get::<Vec<(Vec<u8>, Vec<u8>)>>().unwrap_or_default();
-            let Some(new) = relabeled(pairs, label(&child, mode)?) else {
+            let labeled = relabeled(pairs, label(&child, mode)?);
+            if readable == mode && labeled.is_none() {
                 continue;
-            };
-            let new = new.to_variant();
+            }
+            let xattrs = labeled.map(|x| x.to_variant()).unwrap_or(xattrs);
             let (uid, gid) = (
                 info.attribute_uint32("unix::uid"),
                 info.attribute_uint32("unix::gid"),
             );
-            let written = if info.file_type() == gio::FileType::SymbolicLink {
-                let target = info.symlink_target().unwrap_or_default();
-                self.repo
-                    .write_symlink(
-                        None,
-                        uid,
-                        gid,
-                        Some(&new),
-                        &target.to_string_lossy(),
-                        gio::Cancellable::NONE,
-                    )
-                    .context_with(ctx)?
-                    .to_string()
-            } else {
+            let written = if regular {
                 let mut content = Vec::new();
                 if let Some(stream) = stream {
                     stream
@@ -1279,18 +1260,38 @@ impl<'r> DerivedTree<'r> {
                 }
                 let w = self
                     .repo
-                    .write_regfile(None, uid, gid, mode, content.len() as u64, Some(&new))
+                    .write_regfile(
+                        None,
+                        uid,
+                        gid,
+                        readable,
+                        content.len() as u64,
+                        Some(&xattrs),
+                    )
                     .context_with(ctx)?;
                 w.write_all(&content, gio::Cancellable::NONE)
                     .context_with(ctx)?;
                 w.finish(gio::Cancellable::NONE)
                     .context_with(ctx)?
                     .to_string()
+            } else {
+                let target = info.symlink_target().unwrap_or_default();
+                self.repo
+                    .write_symlink(
+                        None,
+                        uid,
+                        gid,
+                        Some(&xattrs),
+                        &target.to_string_lossy(),
+                        gio::Cancellable::NONE,
+                    )
+                    .context_with(ctx)?
+                    .to_string()
             };
             dir.replace_file(&name, &written).context_with(ctx)?;
         }
         for (name, sub) in dir.copy_subdirs() {
-            self.relabel(
+            self.fix_up(
                 &sub,
                 &format!("{}/{name}", path.trim_end_matches('/')),
                 policy,
@@ -1299,14 +1300,13 @@ impl<'r> DerivedTree<'r> {
         Ok(())
     }
 
+    /// Writes the tree ([`Self::fix_up`] first) and a commit on top of
+    /// `base`.
     fn commit(&self, base: &str, version: Option<&str>, timestamp: Option<u64>) -> Result<String> {
         let started = std::time::Instant::now();
-        self.owner_readable(&self.root)?;
-        tracing::debug!(elapsed = ?started.elapsed(), "owner-unreadable files rewritten");
-        if let Some(policy) = self.policy(base)? {
-            self.relabel(&self.root, "/", &policy)?;
-            tracing::debug!(elapsed = ?started.elapsed(), "merged tree relabeled");
-        }
+        let policy = self.policy(base)?;
+        self.fix_up(&self.root, "/", policy.as_ref())?;
+        tracing::debug!(elapsed = ?started.elapsed(), "modes and labels fixed up");
         let root = self
             .repo
             .write_mtree(&self.root, gio::Cancellable::NONE)
@@ -1355,6 +1355,16 @@ impl<'r> DerivedTree<'r> {
             .context_with(|| "writing the derived commit".into())?;
         Ok(commit.to_string())
     }
+}
+
+/// The file type bits of a symbolic link.
+const S_IFLNK: u32 = 0o120000;
+
+/// The SELinux policy of `rev`, if it has one enabled.
+fn enabled_policy(repo: &ostree::Repo, rev: &str) -> Result<Option<ostree::SePolicy>> {
+    let policy = ostree::SePolicy::from_commit(repo, rev, gio::Cancellable::NONE)
+        .context_with(|| format!("loading the SELinux policy of {rev}"))?;
+    Ok(policy.name().is_some().then_some(policy))
 }
 
 /// True for paths (tar-relative, no leading slash) under the policy dir.
