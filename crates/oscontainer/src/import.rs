@@ -1139,6 +1139,19 @@ impl<'r> DerivedTree<'r> {
         Ok(Some(path))
     }
 
+    /// Writes the tree as it stands (on `base`); its root.
+    fn write_root(&self, base: &str) -> Result<ostree::RepoFile> {
+        let root = self
+            .repo
+            .write_mtree(&self.root, gio::Cancellable::NONE)
+            .context_with(|| "writing the derived tree".into())?;
+        root.downcast::<ostree::RepoFile>()
+            .map_err(|_| Error::BadCommit {
+                commit: base.to_string(),
+                reason: "write_mtree did not return a repository file".into(),
+            })
+    }
+
     /// The policy that labels the merged tree, if it has one enabled: the
     /// base's, or, when the layers changed it, the merged tree's own (read
     /// from a commit of the tree as it stands).
@@ -1147,16 +1160,7 @@ impl<'r> DerivedTree<'r> {
             return Ok(self.policy.clone());
         }
         let rev = {
-            let root = self
-                .repo
-                .write_mtree(&self.root, gio::Cancellable::NONE)
-                .context_with(|| "writing the merged tree".into())?;
-            let root = root
-                .downcast::<ostree::RepoFile>()
-                .map_err(|_| Error::BadCommit {
-                    commit: base.to_string(),
-                    reason: "write_mtree did not return a repository file".into(),
-                })?;
+            let root = self.write_root(base)?;
             self.repo
                 .write_commit_with_time(None, None, None, None, &root, 0, gio::Cancellable::NONE)
                 .context_with(|| "writing the merged tree's policy commit".into())?
@@ -1307,17 +1311,8 @@ impl<'r> DerivedTree<'r> {
         let policy = self.policy(base)?;
         self.fix_up(&self.root, "/", policy.as_ref())?;
         tracing::debug!(elapsed = ?started.elapsed(), "modes and labels fixed up");
-        let root = self
-            .repo
-            .write_mtree(&self.root, gio::Cancellable::NONE)
-            .context_with(|| "writing the derived tree".into())?;
+        let root = self.write_root(base)?;
         tracing::debug!(elapsed = ?started.elapsed(), "derived tree written");
-        let root = root
-            .downcast::<ostree::RepoFile>()
-            .map_err(|_| Error::BadCommit {
-                commit: base.to_string(),
-                reason: "write_mtree did not return a repository file".into(),
-            })?;
         let meta = glib::VariantDict::new(Some(&self.base_meta));
         let bootable = meta.contains("ostree.bootable");
         // The base's package list does not describe the derived tree.
