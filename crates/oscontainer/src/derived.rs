@@ -215,18 +215,9 @@ fn append(
         }
         _ => None,
     };
-    let (tee, pending) = match streamed {
-        Some((tar, pending)) => (Some(tar), Some(pending)),
-        None => (None, None),
-    };
-    let mut tee = Some(tee);
-    let written: Vec<Result<ocidir::Layer>> = if layers.len() == 1 {
-        vec![write_dir_layer(
-            &ocidir,
-            &layers[0],
-            opts,
-            tee.take().flatten(),
-        )]
+    let (tee, pending) = streamed.unzip();
+    let written: Vec<Result<ocidir::Layer>> = if let [layer] = layers {
+        vec![write_dir_layer(&ocidir, layer, opts, tee)]
     } else {
         layers
             .par_iter()

@@ -22,9 +22,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::str::FromStr as _;
 
-use oci_spec::image::{Descriptor, DescriptorBuilder, MediaType};
+use oci_spec::image::Descriptor;
 use ostree::gio;
 use ostree::glib;
 use ostree::prelude::*;
@@ -271,20 +270,10 @@ pub(crate) fn commit_streamed_layer(
         .auto_transaction(gio::Cancellable::NONE)
         .context_with(|| format!("starting a transaction in {}", c.repo.display()))?;
     let mut tree = DerivedTree::new(&repo, &c.base)?;
-    // Errors name this stand-in: the layer's digest is known only once
-    // it is written (and a failure here falls back to importing it).
-    let desc = DescriptorBuilder::default()
-        .media_type(MediaType::ImageLayer)
-        .digest(
-            oci_spec::image::Digest::from_str(
-                "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-            )
-            .expect("a valid digest"),
-        )
-        .size(0u64)
-        .build()
-        .expect("a valid descriptor");
-    tree.apply_tar(tar, &desc)?;
+    // Named in errors: its digest is known only once it is written (and a
+    // failure here falls back to importing it, which names the digest).
+    let layer = String::from("the derived layer being written");
+    tree.apply_tar(tar, &layer)?;
     let commit = tree.commit(&c.base, c.version.as_deref(), c.created)?;
     if go.recv() != Ok(true) {
         return Err(Error::InvalidOption(
@@ -382,20 +371,38 @@ fn parse_object_path(rest: &str) -> Option<(String, &str)> {
     valid.then_some((checksum, ext))
 }
 
+/// How errors name a layer: by digest, or, for a layer still being
+/// written, in words.
+pub(crate) trait LayerName {
+    fn layer_name(&self) -> String;
+}
+
+impl LayerName for Descriptor {
+    fn layer_name(&self) -> String {
+        self.digest().to_string()
+    }
+}
+
+impl LayerName for String {
+    fn layer_name(&self) -> String {
+        self.clone()
+    }
+}
+
 /// The normalized path of a tar entry of layer `desc`; one that would
 /// leave the tree is refused, naming the layer.
-fn entry_path<R: Read>(entry: &tar::Entry<R>, desc: &Descriptor) -> Result<String> {
+fn entry_path<R: Read>(entry: &tar::Entry<R>, desc: &dyn LayerName) -> Result<String> {
     let raw = entry.path_bytes();
     normalize_entry_path(&raw).map_err(|reason| Error::UnsafeEntry {
-        digest: desc.digest().to_string(),
+        digest: desc.layer_name(),
         path: String::from_utf8_lossy(&raw).into_owned(),
         reason: reason.to_string(),
     })
 }
 
-fn bad_layer(desc: &Descriptor, reason: impl std::fmt::Display) -> Error {
+fn bad_layer(desc: &dyn LayerName, reason: impl std::fmt::Display) -> Error {
     Error::BadLayer {
-        digest: desc.digest().to_string(),
+        digest: desc.layer_name(),
         reason: reason.to_string(),
     }
 }
@@ -732,7 +739,7 @@ fn stream_content(
     entry: &mut impl Read,
     w: &ostree::ContentWriter,
     size: u64,
-    desc: &Descriptor,
+    desc: &dyn LayerName,
     what: &str,
 ) -> Result<()> {
     let mut buf = vec![0u8; 256 * 1024];
@@ -757,6 +764,9 @@ pub(crate) fn libc_s_ifreg() -> u32 {
 }
 pub(crate) fn libc_s_ifdir() -> u32 {
     0o040000
+}
+pub(crate) fn libc_s_iflnk() -> u32 {
+    0o120000
 }
 
 /// Where a derived-layer path lands in the commit, per ostree-ext's rules.
@@ -848,7 +858,7 @@ impl<'r> DerivedTree<'r> {
     /// directory (a symlink above all) is refused.
     fn parent(
         &self,
-        desc: &Descriptor,
+        desc: &dyn LayerName,
         path: &str,
         create: bool,
     ) -> Result<Option<(ostree::MutableTree, String)>> {
@@ -860,7 +870,7 @@ impl<'r> DerivedTree<'r> {
                 Node::Dir(d) => d,
                 Node::File(_) => {
                     return Err(Error::UnsafeEntry {
-                        digest: desc.digest().to_string(),
+                        digest: desc.layer_name(),
                         path: path.to_string(),
                         reason: format!(
                             "{} is not a directory (writing through a symlink?)",
@@ -891,7 +901,7 @@ impl<'r> DerivedTree<'r> {
     }
 
     /// [`Self::apply_layer`] of the tar stream `reader` of layer `desc`.
-    fn apply_tar(&mut self, reader: Box<dyn Read + Send>, desc: &Descriptor) -> Result<()> {
+    fn apply_tar(&mut self, reader: Box<dyn Read + Send>, desc: &dyn LayerName) -> Result<()> {
         let mut added = HashSet::new();
         self.each_entry(reader, desc, |tree, entry, path| {
             let name = path.rsplit('/').next().unwrap_or(path);
@@ -944,7 +954,7 @@ impl<'r> DerivedTree<'r> {
     fn each_entry(
         &mut self,
         reader: Box<dyn Read + Send>,
-        desc: &Descriptor,
+        desc: &dyn LayerName,
         mut f: impl FnMut(&mut Self, &mut tar::Entry<'_, Box<dyn Read + Send>>, &str) -> Result<()>,
     ) -> Result<()> {
         let mut archive = tar::Archive::new(reader);
@@ -966,7 +976,12 @@ impl<'r> DerivedTree<'r> {
     /// Applies the whiteout entry at `path` to the layers below: the
     /// victim goes, except for what this layer has `added` (a directory it
     /// added keeps only its own content).
-    fn whiteout(&mut self, desc: &Descriptor, path: &str, added: &HashSet<String>) -> Result<()> {
+    fn whiteout(
+        &mut self,
+        desc: &dyn LayerName,
+        path: &str,
+        added: &HashSet<String>,
+    ) -> Result<()> {
         let (dir, name) = match path.rsplit_once('/') {
             Some((d, n)) => (Some(d), n),
             None => (None, path),
@@ -983,7 +998,7 @@ impl<'r> DerivedTree<'r> {
         };
         if target.is_empty() || target == "." || target == ".." {
             return Err(Error::UnsafeEntry {
-                digest: desc.digest().to_string(),
+                digest: desc.layer_name(),
                 path: path.to_string(),
                 reason: "invalid whiteout".into(),
             });
@@ -1013,7 +1028,7 @@ impl<'r> DerivedTree<'r> {
     /// Adds the entry at `path`; the path it went to, unless filtered.
     fn add<R: Read>(
         &mut self,
-        desc: &Descriptor,
+        desc: &dyn LayerName,
         entry: &mut tar::Entry<R>,
         path: &str,
     ) -> Result<Option<String>> {
@@ -1056,7 +1071,7 @@ impl<'r> DerivedTree<'r> {
             return Ok(Some(path));
         }
         let type_bits = match kind {
-            tar::EntryType::Symlink => S_IFLNK,
+            tar::EntryType::Symlink => libc_s_iflnk(),
             _ => libc_s_ifreg(),
         };
         let xattrs = self
@@ -1098,7 +1113,7 @@ impl<'r> DerivedTree<'r> {
                     .link_name_bytes()
                     .ok_or_else(|| bad_layer(desc, format!("hard link {path} without target")))?;
                 let unsafe_target = |reason: String| Error::UnsafeEntry {
-                    digest: desc.digest().to_string(),
+                    digest: desc.layer_name(),
                     path: format!("{path} -> {}", String::from_utf8_lossy(&raw)),
                     reason,
                 };
@@ -1352,9 +1367,6 @@ impl<'r> DerivedTree<'r> {
     }
 }
 
-/// The file type bits of a symbolic link.
-const S_IFLNK: u32 = 0o120000;
-
 /// The SELinux policy of `rev`, if it has one enabled.
 fn enabled_policy(repo: &ostree::Repo, rev: &str) -> Result<Option<ostree::SePolicy>> {
     let policy = ostree::SePolicy::from_commit(repo, rev, gio::Cancellable::NONE)
@@ -1362,14 +1374,15 @@ fn enabled_policy(repo: &ostree::Repo, rev: &str) -> Result<Option<ostree::SePol
     Ok(policy.name().is_some().then_some(policy))
 }
 
-/// True for paths (tar-relative, no leading slash) under the policy dir.
+/// True for tar paths that land under the policy dir (a tar's `etc/…`
+/// lands in `usr/etc/…`).
 fn is_policy_path(path: &str) -> bool {
-    path.strip_prefix(POLICY_DIR)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-        // A tar's `etc/…` lands in `usr/etc/…`.
-        || path
-            .strip_prefix("etc/selinux")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    match place(path) {
+        Placement::Keep(p) => p
+            .strip_prefix(POLICY_DIR)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
+        Placement::Filtered(_) => false,
+    }
 }
 
 /// `xattrs` with `security.selinux` set to `label` (NUL-terminated, as

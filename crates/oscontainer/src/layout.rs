@@ -263,10 +263,7 @@ impl ReadAhead {
             };
             chunk.truncate(filled);
             let last = filled == 0;
-            let message = match result {
-                Ok(()) => Ok(chunk),
-                Err(e) => Err(e),
-            };
+            let message = result.map(|()| chunk);
             let failed = message.is_err();
             // A closed channel: the reader is gone, nothing more to do.
             if tx.send(message).is_err() || failed || last {
