@@ -190,29 +190,24 @@ impl Namespace<'_> {
             (Some(Outcome::Ok { value }), Ok(_)) => {
                 serde_json::from_value(value).context("reading the worker's answer")
             }
-            (Some(Outcome::Err { message }), _) => {
-                if let (IdMap::Subordinate { uids, gids }, true) =
-                    (&self.map, message.contains("chown"))
-                {
-                    bail!(
-                        "{message} (this image has files owned by ids beyond the {} \
-                         subordinate uids and {} gids /etc/subuid and /etc/subgid give this \
-                         user: give it larger ranges, or build as root)",
-                        uids.count,
-                        gids.count
-                    )
-                }
-                if self.map == IdMap::Own && message.contains("chown") {
-                    bail!(
-                        "{message} (this image has files owned by users other than root: as \
-                         an ordinary user, strata maps them through subordinate ids, which \
-                         this user lacks; add ranges to /etc/subuid and /etc/subgid \
-                         (usermod --add-subuids/--add-subgids), install newuidmap (package \
-                         uidmap), or build as root)"
-                    )
-                }
-                bail!("{message}")
-            }
+            (Some(Outcome::Err { message }), _) if message.contains("chown") => match &self.map {
+                IdMap::Subordinate { uids, gids } => bail!(
+                    "{message} (this image has files owned by ids beyond the {} subordinate \
+                     uids and {} gids /etc/subuid and /etc/subgid give this user: give it \
+                     larger ranges, or build as root)",
+                    uids.count,
+                    gids.count
+                ),
+                IdMap::Own => bail!(
+                    "{message} (this image has files owned by users other than root: as an \
+                     ordinary user, strata maps them through subordinate ids, which this user \
+                     lacks; add ranges to /etc/subuid and /etc/subgid (usermod \
+                     --add-subuids/--add-subgids), install newuidmap (package uidmap), or \
+                     build as root)"
+                ),
+                IdMap::Identity => bail!("{message}"),
+            },
+            (Some(Outcome::Err { message }), _) => bail!("{message}"),
             (_, Err(e)) => Err(e).context("the namespaced worker failed"),
             (_, Ok(_)) => bail!("the namespaced worker exited without a result"),
         }
@@ -281,9 +276,10 @@ fn run_job(job: &Job) -> Result<serde_json::Value> {
             crate::fs::mkfs_ext4(fs)?;
             serde_json::Value::Null
         }
+        // Root of the host or of the namespace: read-only directories do
+        // not stop it (CAP_DAC_OVERRIDE), so no chmod walk first.
         Job::Remove { path } => {
             if path.exists() {
-                crate::fs::make_removable(path)?;
                 std::fs::remove_dir_all(path)
                     .with_context(|| format!("removing {}", path.display()))?;
             }
@@ -302,11 +298,6 @@ fn effective_id(field: &str) -> Result<u32> {
         .and_then(|ids| ids.split_whitespace().nth(1))
         .and_then(|id| id.parse().ok())
         .with_context(|| format!("no effective {field} in /proc/self/status"))
-}
-
-/// True when this process runs as root.
-pub fn is_root() -> Result<bool> {
-    Ok(effective_id("Uid:")? == 0)
 }
 
 fn read_optional(path: &Path) -> Option<String> {
