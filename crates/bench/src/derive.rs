@@ -16,7 +16,7 @@ use anyhow::{ensure, Context, Result};
 use strata_testdistro::spec::{FileSpec, PkgSpec};
 use strata_testdistro::Fixture;
 
-use crate::{mib, ratio, row, scale_manifest, secs, timed};
+use crate::{median, mib, ratio, row, scale_manifest, secs, timed};
 
 /// The hidden subcommand this binary serves as derive's worker.
 const WORKER: &str = "__derive-worker";
@@ -185,12 +185,6 @@ pub fn bench(large: &Fixture, target: &Path, dir: &Path) -> Result<()> {
 
 /// Rounds of the override rebuild against the full compose.
 const ROUNDS: u32 = 3;
-
-/// The middle one of `times`.
-fn median(mut times: Vec<std::time::Duration>) -> std::time::Duration {
-    times.sort();
-    times[times.len() / 2]
-}
 
 /// openshift-kubelet as a CI job rebuilds it: unsigned, a new release
 /// (`n`: which merge).

@@ -11,7 +11,9 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::{median, mib, ratio, row, secs, timed};
 
 use anyhow::{Context, Result};
 
@@ -175,34 +177,7 @@ fn measure(subject: &Subject, exe: &Path, work: &Path) -> Result<Measured> {
     })
 }
 
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
-}
-
 fn settle() -> Result<()> {
     strata_process::run(&mut Command::new("sync"))?;
     Ok(())
-}
-
-fn secs(d: Duration) -> f64 {
-    d.as_secs_f64()
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
-}
-
-fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(Duration, T)> {
-    let start = Instant::now();
-    let t = f()?;
-    Ok((start.elapsed(), t))
-}
-
-fn row(what: &str, value: f64, unit: &str) {
-    println!("  {what:<52} {value:>8.2} {unit}");
-}
-
-fn ratio(what: &str, value: f64) {
-    println!("  {what:<52} {value:>8.2}x");
 }

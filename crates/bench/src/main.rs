@@ -354,6 +354,13 @@ fn ratio(what: &str, value: f64) {
     println!("  {what:<52} {value:>8.2}x");
 }
 
+/// The middle one of `times` (sides that vary run to run are compared by
+/// medians of several rounds).
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
 fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(Duration, T)> {
     let start = Instant::now();
     let v = f()?;
