@@ -238,9 +238,10 @@ fn build_in(
 
     let out = stage.join("out");
     std::fs::create_dir_all(&out)?;
-    // Hashing a disk costs about as much as writing it: a raw disk is
-    // hashed while its root filesystem is written (see `write_disk`), a
-    // converted one in a thread of its own while the next disk is written.
+    // Hashing a disk costs about as much as writing it, so each disk is
+    // hashed in a thread of its own while the next is written and the
+    // sysroot removed; a raw disk's part before its root filesystem was
+    // already hashed while the root was written (see `write_disk`).
     let mut artifacts = std::thread::scope(|scope| -> Result<Vec<Artifact>> {
         let mut hashing = Vec::new();
         for p in platforms {
@@ -256,7 +257,7 @@ fn build_in(
                 &opts.uuids,
             )?;
             let converted = p.format.qemu_img_args();
-            let raw_hash = write_disk(
+            let prefix_hashed = write_disk(
                 ns,
                 &raw,
                 &lay,
@@ -296,8 +297,8 @@ fn build_in(
             tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
             let hash = scope.spawn({
                 let dest = dest.clone();
-                move || match raw_hash {
-                    Some(hashed) => Ok(hashed),
+                move || match prefix_hashed {
+                    Some(hasher) => hasher.finish(),
                     None => hash_file(&dest),
                 }
             });
@@ -453,17 +454,18 @@ struct Sources<'a> {
 }
 
 /// Partitions `raw`, writes the BIOS boot code and the three filesystems.
-/// With `hash`, also returns the size and sha256 of the disk: everything
-/// before the root filesystem is final once the others are written, so it
-/// is hashed while the root filesystem is (hashing a disk costs about as
-/// much as writing its root).
+/// With `hash`, also returns a hasher of the disk that has read everything
+/// before the root filesystem: that part is final once the others are
+/// written, so it is hashed while the root filesystem is (hashing a disk
+/// costs about as much as writing its root). The caller hashes the rest
+/// off the critical path.
 fn write_disk(
     ns: &Namespace,
     raw: &Path,
     lay: &layout::Layout,
     src: &Sources,
     hash: bool,
-) -> Result<Option<(u64, String)>> {
+) -> Result<Option<FileHasher>> {
     let file = std::fs::File::create(raw).with_context(|| format!("creating {}", raw.display()))?;
     file.set_len(lay.disk_size)?;
     drop(file);
@@ -550,7 +552,7 @@ fn write_disk(
         let written = ns.run::<()>(&root);
         let hashed = prefix.join().expect("the hashing thread panicked");
         written?;
-        Ok(Some(hashed?.finish()?))
+        Ok(Some(hashed?))
     })
 }
 
