@@ -64,16 +64,24 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
         let policy = ostree::SePolicy::new(&dir, cancel)
             .with_context(|| format!("loading the SELinux policy of {}", spec.tree.display()))?;
         let tree = spec.tree.to_path_buf();
+        // The callback cannot fail the commit itself: its first error is
+        // kept and fails the commit right after.
+        let failure = std::rc::Rc::new(std::cell::RefCell::new(None::<anyhow::Error>));
+        let failed = failure.clone();
         modifier.set_xattr_callback(move |_, path, info| {
-            let mut xattrs = kept_xattrs(&tree, path);
-            if let Some(label) = selinux_label(&policy, path, info.attribute_uint32("unix::mode")) {
-                xattrs.push((b"security.selinux\0".to_vec(), label));
-                xattrs.sort();
-            }
-            xattrs.to_variant()
+            let xattrs = xattrs_of(&tree, &policy, path, info.attribute_uint32("unix::mode"));
+            xattrs
+                .unwrap_or_else(|e| {
+                    failed.borrow_mut().get_or_insert(e);
+                    Vec::new()
+                })
+                .to_variant()
         });
         repo.write_directory_to_mtree(&dir, &mtree, Some(&modifier), cancel)
             .with_context(|| format!("writing {} into the repository", spec.tree.display()))?;
+        if let Some(e) = failure.borrow_mut().take() {
+            return Err(e);
+        }
         let root = repo
             .write_mtree(&mtree, cancel)
             .context("writing the tree")?;
@@ -108,52 +116,50 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
 /// `user.*` of tools) stays out.
 const KEPT_XATTRS: &[&str] = &["security.capability"];
 
-/// The SELinux label of `path` (commit-relative) with `mode` under
-/// `policy`, NUL-terminated as the kernel stores it. `/usr/etc` is labeled
-/// as the `/etc` it becomes on a node (a deployment copies it there, labels
-/// included).
-fn selinux_label(policy: &ostree::SePolicy, path: &str, mode: u32) -> Option<Vec<u8>> {
-    let as_deployed = match path.strip_prefix("/usr/etc") {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("/etc{rest}"),
-        _ => path.to_string(),
-    };
-    match policy.label(&as_deployed, mode, gio::Cancellable::NONE) {
-        Ok(Some(label)) => {
-            let mut v = label.as_bytes().to_vec();
-            v.push(0);
-            Some(v)
-        }
-        Ok(None) => None,
-        // The callback cannot fail the commit; a lookup error other than
-        // "no label" means a broken policy, which the tree's tests show.
-        Err(e) => {
-            tracing::warn!("labeling {path}: {e}");
-            None
-        }
-    }
-}
-
-/// The [`KEPT_XATTRS`] of `path` (commit-relative) under `tree`, as
-/// ostree's `a(ayay)` pairs: names end with a NUL, as ostree stores them.
-fn kept_xattrs(tree: &Path, path: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+/// The xattrs the file at `path` (commit-relative) under `tree` keeps in
+/// the commit, as ostree's `a(ayay)` pairs (names end with a NUL): its
+/// [`KEPT_XATTRS`], and the label `policy` gives it. `/usr/etc` is labeled
+/// as the `/etc` it becomes on a node (a deployment copies it there,
+/// labels included).
+fn xattrs_of(
+    tree: &Path,
+    policy: &ostree::SePolicy,
+    path: &str,
+    mode: u32,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let file = tree.join(path.trim_start_matches('/'));
     let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     for name in KEPT_XATTRS {
         let mut value = vec![0u8; 1024];
         match rustix::fs::lgetxattr(&file, *name, &mut value[..]) {
             Ok(n) => {
-                let mut key = name.as_bytes().to_vec();
-                key.push(0);
                 value.truncate(n);
-                pairs.push((key, value));
+                pairs.push((nul_terminated(name), value));
             }
             Err(rustix::io::Errno::NODATA) | Err(rustix::io::Errno::NOTSUP) => {}
-            // The callback cannot fail the commit; the tree was just
-            // written by this build, so this does not happen in practice.
-            Err(e) => tracing::warn!("reading {name} of {}: {e}", file.display()),
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading {name} of {}", file.display()))
+            }
         }
     }
-    pairs
+    let as_deployed = match path.strip_prefix("/usr/etc") {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => format!("/etc{rest}"),
+        _ => path.to_string(),
+    };
+    let label = policy
+        .label(&as_deployed, mode, gio::Cancellable::NONE)
+        .with_context(|| format!("labeling {path} with the tree's SELinux policy"))?;
+    if let Some(label) = label {
+        pairs.push((nul_terminated("security.selinux"), nul_terminated(&label)));
+    }
+    pairs.sort();
+    Ok(pairs)
+}
+
+fn nul_terminated(s: &str) -> Vec<u8> {
+    let mut v = s.as_bytes().to_vec();
+    v.push(0);
+    v
 }
 
 fn metadata(spec: &CommitSpec<'_>) -> glib::Variant {
