@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use strata_oscontainer::labels::one_line;
 use strata_oscontainer::{ImageRef, TransportOptions};
 
 /// Where bare tags are looked up, and how registries are reached.
@@ -73,19 +74,22 @@ pub(crate) fn inspect(args: InspectArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", info.image);
-    println!("  digest         {}", info.manifest_digest);
+    // Everything below comes from the image: shown on one line each, with
+    // control characters escaped, so that an image cannot write to the
+    // terminal.
+    println!("{}", one_line(&info.image));
+    println!("  digest         {}", one_line(&info.manifest_digest));
     println!(
         "  version        {}",
-        info.version.as_deref().unwrap_or("-")
+        one_line(info.version.as_deref().unwrap_or("-"))
     );
     println!(
         "  ostree commit  {}",
-        info.ostree_commit.as_deref().unwrap_or("-")
+        one_line(info.ostree_commit.as_deref().unwrap_or("-"))
     );
     println!("  labels");
     for (k, v) in &info.labels {
-        println!("    {k}={v}");
+        println!("    {}={}", one_line(k), one_line(v));
     }
     println!(
         "  layers ({}, {} total)",
@@ -100,15 +104,15 @@ pub(crate) fn inspect(args: InspectArgs) -> Result<ExitCode> {
         };
         println!(
             "    {} {:>10} {:<7} {}",
-            short(&l.digest),
+            one_line(short(&l.digest)),
             size(l.size),
             format!("{:?}", l.kind).to_lowercase(),
-            what
+            one_line(&what)
         );
     }
     println!("  packages ({})", info.packages.len());
     for p in &info.packages {
-        println!("    {}-{}.{}", p.name, p.evr, p.arch);
+        println!("    {}", package(p));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -124,15 +128,16 @@ pub(crate) fn diff(args: DiffArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} -> {}", d.from, d.to);
+    println!("{} -> {}", one_line(&d.from), one_line(&d.to));
     for p in &d.packages_added {
-        println!("  + {}-{}.{}", p.name, p.evr, p.arch);
+        println!("  + {}", package(p));
     }
     for p in &d.packages_removed {
-        println!("  - {}-{}.{}", p.name, p.evr, p.arch);
+        println!("  - {}", package(p));
     }
     for c in &d.packages_changed {
-        println!("  ~ {}.{} {} -> {}", c.name, c.arch, c.from, c.to);
+        let line = format!("{}.{} {} -> {}", c.name, c.arch, c.from, c.to);
+        println!("  ~ {}", one_line(&line));
     }
     println!(
         "  layers: {} shared, {} new, {} gone; a client downloads {}",
@@ -168,9 +173,15 @@ pub(crate) fn push(args: PushArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A package of an image as `name-evr.arch`, on one line.
+fn package(p: &strata_oscontainer::Package) -> String {
+    one_line(&format!("{}-{}.{}", p.name, p.evr, p.arch))
+}
+
 fn short(digest: &str) -> &str {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-    &hex[..hex.len().min(12)]
+    let end = hex.char_indices().nth(12).map_or(hex.len(), |(i, _)| i);
+    &hex[..end]
 }
 
 /// Bytes in human units (MiB with one decimal).

@@ -58,41 +58,65 @@ fn failures_exit_1_with_one_error_line() {
     assert!(out.stdout.is_empty());
 }
 
-/// SIGKILL in the middle of a compose, then compose again: the workdir
-/// records nothing from the killed run and the next one succeeds.
-#[test]
-fn killed_compose_leaves_the_workdir_usable() {
-    let f = Fixture::for_tests().unwrap();
-    let d = tempfile::tempdir().unwrap();
-    let w = d.path().join("w");
-    let mut child = compose_cmd(&f, &w)
-        .env("RUST_LOG", "info")
+/// Runs `cmd` until a stderr line contains `marker`, then SIGKILLs it.
+fn kill_at(cmd: &mut Command, marker: &'static str) {
+    let mut child = cmd
+        .env("RUST_LOG", "debug")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until it is installing, then kill it.
     let stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         use std::io::BufRead;
         for line in std::io::BufReader::new(stderr).lines() {
-            if line.unwrap_or_default().contains("composing rhel-8.6") {
+            if line.unwrap_or_default().contains(marker) {
                 return true;
             }
         }
         false
     });
     let started = Instant::now();
-    while !reader.is_finished() && started.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(20));
+    while !reader.is_finished() && started.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(5));
     }
-    assert!(reader.join().unwrap(), "compose never reached the install");
     child.kill().unwrap();
     child.wait().unwrap();
+    assert!(reader.join().unwrap(), "never reached {marker:?}");
+}
+
+/// What a killed build must not have changed: records, tags, refs.
+fn assert_nothing_recorded(w: &Path, marker: &str) {
     assert!(
         !w.join("builds/builds.json").exists(),
-        "the killed compose recorded a build"
+        "killed at {marker:?}: a build was recorded"
     );
+    let tags = strata_oscontainer::list_tags(&w.join("oci")).unwrap_or_default();
+    assert!(tags.is_empty(), "killed at {marker:?}: tagged {tags:?}");
+    if w.join("repo/config").exists() {
+        let refs = strata_process::stdout(
+            Command::new("ostree")
+                .arg(format!("--repo={}", w.join("repo").display()))
+                .arg("refs"),
+        )
+        .unwrap();
+        assert_eq!(refs.trim(), "", "killed at {marker:?}: refs moved");
+    }
+}
+
+/// SIGKILL while a compose installs, and while it encapsulates its
+/// commit (written, not yet recorded), then compose again: the killed runs
+/// recorded, tagged and referenced nothing, and the next one succeeds and
+/// leaves no staging and no unreferenced blob.
+#[test]
+fn killed_compose_leaves_the_workdir_as_it_was() {
+    let f = Fixture::for_tests().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let w = d.path().join("w");
+    for marker in ["composing rhel-8.6", "committed "] {
+        kill_at(&mut compose_cmd(&f, &w), marker);
+        assert_nothing_recorded(&w, marker);
+    }
 
     let out = compose_cmd(&f, &w).arg("--json").output().unwrap();
     assert!(
@@ -110,9 +134,76 @@ fn killed_compose_leaves_the_workdir_usable() {
         0,
         "staging cleaned"
     );
+    assert_eq!(
+        strata_oscontainer::prune(&w.join("oci")).unwrap().blobs,
+        0,
+        "abandoned blobs removed"
+    );
 
     let out = compose_cmd(&f, &w).arg("--json").output().unwrap();
     let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(again["changed"], false);
     assert_eq!(again["ostree_commit"], v["ostree_commit"]);
+}
+
+/// `inspect` and `diff` show what an image says, and an image can say
+/// anything: a label with a newline and a terminal escape is printed on
+/// one line, escaped, and neither command writes anywhere (the current
+/// directory, where the default workdir would be, stays empty).
+#[test]
+fn inspect_and_diff_of_a_hostile_image_escape_it_and_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let tree = d.path().join("tree");
+    std::fs::create_dir_all(tree.join("usr/lib")).unwrap();
+    std::fs::write(tree.join("usr/lib/os-release"), "NAME=x\nID=x\n").unwrap();
+    let repo = d.path().join("repo");
+    let ostree = |args: &[&str]| {
+        strata_process::stdout(
+            Command::new("ostree")
+                .arg(format!("--repo={}", repo.display()))
+                .args(args),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    ostree(&["init", "--mode=bare-user"]);
+    let commit = ostree(&[
+        "commit",
+        "--orphan",
+        "--owner-uid=0",
+        "--owner-gid=0",
+        &format!("--tree=dir={}", tree.display()),
+    ]);
+    let mut eopts = strata_oscontainer::EncapsulateOptions::default();
+    for (k, v) in [
+        ("org.opencontainers.image.version", "1\n  evil-line"),
+        ("com.coreos.openshift-version", "4.13\noptions init=/bin/sh"),
+        ("x.title", "\x1b]0;owned\x07\x1b[2J"),
+    ] {
+        eopts.labels.insert(k.into(), v.into());
+    }
+    let oci = d.path().join("oci");
+    strata_oscontainer::encapsulate(&repo, commit.trim(), &oci, "hostile", &eopts).unwrap();
+    let image = format!("oci:{}:hostile", oci.display());
+
+    let cwd = d.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    for args in [
+        vec!["inspect", image.as_str()],
+        vec!["diff", image.as_str(), image.as_str()],
+        vec!["inspect", "--json", image.as_str()],
+    ] {
+        let out = strata().args(&args).current_dir(&cwd).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert!(!stdout.contains('\x1b'), "{args:?}: {stdout}");
+        assert!(
+            !stdout.lines().any(|l| l.starts_with("options") || l.trim() == "evil-line"),
+            "{args:?}: {stdout}"
+        );
+        if args.contains(&"--json") {
+            let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+            assert_eq!(v["labels"]["com.coreos.openshift-version"], "4.13\noptions init=/bin/sh");
+        }
+    }
+    assert!(std::fs::read_dir(&cwd).unwrap().next().is_none());
 }

@@ -27,8 +27,6 @@ pub struct PkgEntry {
 #[derive(Debug)]
 pub struct CommitSpec<'a> {
     pub tree: &'a Path,
-    /// Branch to point at the commit, e.g. `strata/base/rhel-8.6`.
-    pub branch: &'a str,
     pub version: &'a str,
     pub kver: &'a str,
     pub inputhash: &'a str,
@@ -51,7 +49,9 @@ pub fn open_repo(path: &Path) -> Result<ostree::Repo> {
     Ok(repo)
 }
 
-/// Commits `spec.tree` and points `spec.branch` at it; returns the checksum.
+/// Commits `spec.tree`; returns the checksum. The branch is not moved:
+/// [`set_ref`] does that once the build is recorded, so that an
+/// interrupted compose leaves the ref where it was.
 pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
     let cancel = gio::Cancellable::NONE;
     repo.prepare_transaction(cancel)
@@ -99,7 +99,6 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
                 cancel,
             )
             .context("writing the commit")?;
-        repo.transaction_set_ref(None, spec.branch, Some(checksum.as_str()));
         repo.commit_transaction(cancel)
             .context("committing the ostree transaction")?;
         Ok(checksum.to_string())
@@ -108,6 +107,22 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
         let _ = repo.abort_transaction(cancel);
     }
     result
+}
+
+/// Points `branch` at `checksum`, the last step of a compose (and the
+/// repair of a ref an interrupted one left behind).
+pub fn set_ref(repo: &ostree::Repo, branch: &str, checksum: &str) -> Result<()> {
+    repo.set_ref_immediate(None, branch, Some(checksum), gio::Cancellable::NONE)
+        .with_context(|| format!("pointing {branch} at {checksum}"))
+}
+
+/// Whether the repository holds `checksum` as a whole commit (not one a
+/// pull or an interrupted write left partial, not one pruned away).
+pub fn has_whole_commit(repo: &ostree::Repo, checksum: &str) -> bool {
+    match repo.load_commit(checksum) {
+        Ok((_, state)) => !state.contains(ostree::RepoCommitState::PARTIAL),
+        Err(_) => false,
+    }
 }
 
 /// The extended attributes a tree's files keep in its commit: file
@@ -218,7 +233,6 @@ mod tests {
             let repo = open_repo(&t.path().join(format!("repo{i}"))).unwrap();
             let spec = CommitSpec {
                 tree: &tree,
-                branch: "strata/test",
                 version: "8.6.20261101-0",
                 kver: "6.1.0-57.el8_6.x86_64",
                 inputhash: "abc",

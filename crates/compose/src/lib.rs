@@ -130,6 +130,7 @@ pub struct PackageDiff {
 pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let wd = Workdir::open(&opts.workdir)?;
     let _lock = wd.lock()?;
+    strata_oscontainer::prune_abandoned(&wd.oci())?;
     let loaded = BaseManifest::load(&opts.manifest, &opts.vars)?;
     let manifest = &loaded.manifest;
     let stream = manifest.name.clone();
@@ -194,9 +195,16 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let inputhash = input_hash(&loaded, &policy, &packages)?;
     let previous = wd.latest(&stream)?;
     if let Some(prev) = previous.as_ref().filter(|p| p.inputhash == inputhash) {
+        // Nothing to do only if what the record names is all still here:
+        // the whole commit and the image under its tag.
         let repo = commit::open_repo(&wd.repo())?;
-        if repo.resolve_rev(&prev.ostree_commit, true)?.is_some() {
+        if commit::has_whole_commit(&repo, &prev.ostree_commit) && image_intact(&wd, prev) {
             tracing::info!("inputs unchanged since {}: nothing to do", prev.version);
+            // An interrupted compose may have left the ref elsewhere.
+            if repo.resolve_rev(&ostree_ref, true)?.as_deref() != Some(prev.ostree_commit.as_str())
+            {
+                commit::set_ref(&repo, &ostree_ref, &prev.ostree_commit)?;
+            }
             let build_dir = wd.build_dir(&stream, &prev.version);
             return Ok(ComposeResult {
                 changed: false,
@@ -290,7 +298,6 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         &repo,
         &commit::CommitSpec {
             tree: &root,
-            branch: &ostree_ref,
             version: &version,
             kver: &kernel.kver,
             inputhash: &inputhash,
@@ -319,7 +326,9 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         &history,
     )?);
     enc.prior = prior_map;
-    let image = strata_oscontainer::encapsulate(&wd.repo(), &checksum, &wd.oci(), &tag, &enc)
+    // Tagged only once the build is recorded.
+    enc.defer_tag = true;
+    let mut image = strata_oscontainer::encapsulate(&wd.repo(), &checksum, &wd.oci(), &tag, &enc)
         .context("encapsulating the commit into the base image")?;
     tracing::info!("base image {} ({})", image.image, image.manifest_digest);
 
@@ -360,6 +369,13 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
             (LAYER_MAP, pretty(&image.layer_map)),
         ],
     )?;
+    // Last: the tag and the ref follow the record. Killed before them, the
+    // next compose finds the record's image or commit missing and builds
+    // again.
+    if let Some(t) = image.pending_tag.take() {
+        t.apply().context("tagging the base image")?;
+    }
+    commit::set_ref(&repo, &ostree_ref, &checksum)?;
     let build_dir = wd.build_dir(&stream, &version);
     Ok(ComposeResult {
         changed: true,
@@ -403,6 +419,21 @@ impl Drop for EnvVar {
 
 /// The previous build's layer assignment, kept so updates move few layers.
 const LAYER_MAP: &str = "layer-map.json";
+
+/// Whether the image a build recorded is still under its tag with every
+/// blob present at its size (cheap: no hashing).
+fn image_intact(wd: &Workdir, prev: &BuildEntry) -> bool {
+    let (Some(tag), Some(digest)) = (&prev.image_tag, &prev.image_digest) else {
+        return false;
+    };
+    match strata_oscontainer::check_present(&strata_oscontainer::ImageRef::oci(&wd.oci(), tag)) {
+        Ok(found) => &found == digest,
+        Err(e) => {
+            tracing::info!("rebuilding: the recorded image is not whole: {e}");
+            false
+        }
+    }
+}
 
 fn image_ref(wd: &Workdir, tag: &str) -> String {
     format!("oci:{}:{tag}", wd.oci().display())

@@ -530,3 +530,66 @@ fn workdir_has_no_build(w: &Path) -> bool {
         .unwrap_or(true);
     no_history && no_staging
 }
+
+/// The no-op check trusted the build record: after an `ostree prune` of
+/// the base commit, or with a layer blob of its image gone, compose said
+/// "nothing to do"; a ref an interrupted compose moved stayed where it
+/// was. Now the record counts only when what it names is all there, and
+/// an unchanged compose puts the ref back on the recorded commit.
+#[test]
+fn the_no_op_check_repairs_the_ref_and_rebuilds_what_is_gone() {
+    let _serial = serial();
+    let (dw, r) = demo();
+    let w = tempfile::tempdir().unwrap();
+    for sub in ["repo", "oci", "builds"] {
+        run(Command::new("cp")
+            .arg("-al")
+            .arg(dw.path().join(sub))
+            .arg(w.path().join(sub)));
+    }
+    let repo = format!("--repo={}", w.path().join("repo").display());
+    let ostree = |args: &[&str]| run(Command::new("ostree").arg(&repo).args(args));
+
+    // The ref gone (a compose killed between its commit and its record
+    // left it elsewhere): an unchanged compose puts it back.
+    ostree(&["refs", "--delete", &r.ostree_ref]);
+    let again = compose_in(w.path(), &demo_manifest()).unwrap();
+    assert!(!again.changed);
+    assert_eq!(ostree(&["rev-parse", &r.ostree_ref]).trim(), r.ostree_commit);
+
+    // A layer blob of the recorded image gone: rebuilt, and whole.
+    let info = strata_oscontainer::inspect(
+        &strata_oscontainer::ImageRef::parse(&r.image, None).unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
+    let blob = w
+        .path()
+        .join("oci/blobs/sha256")
+        .join(info.layers[3].digest.trim_start_matches("sha256:"));
+    std::fs::remove_file(&blob).unwrap();
+    let rebuilt = compose_in(w.path(), &demo_manifest()).unwrap();
+    assert!(rebuilt.changed);
+    let image = strata_oscontainer::ImageRef::parse(&rebuilt.image, None).unwrap();
+    assert_eq!(
+        strata_oscontainer::verify(&image).unwrap(),
+        rebuilt.digest
+    );
+
+    // The commit pruned away: rebuilt, and the ref follows the record.
+    ostree(&["refs", "--delete", &r.ostree_ref]);
+    ostree(&["prune", "--refs-only", "--depth=0"]);
+    assert!(Command::new("ostree")
+        .arg(&repo)
+        .args(["show", &rebuilt.ostree_commit])
+        .output()
+        .unwrap()
+        .status
+        .code()
+        != Some(0));
+    let third = compose_in(w.path(), &demo_manifest()).unwrap();
+    assert!(third.changed);
+    assert_eq!(ostree(&["rev-parse", &r.ostree_ref]).trim(), third.ostree_commit);
+    let fsck = ostree(&["fsck"]);
+    assert!(fsck.contains("no errors"), "{fsck}");
+}

@@ -6,7 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use strata_oscontainer::{ImageRef, LayerKind, TransportOptions};
+use strata_oscontainer::labels::{label, LABEL_COMMIT, LABEL_VERSION};
+use strata_oscontainer::{CommitId, ImageRef, LayerKind, TransportOptions, Version};
 use strata_workdir::Workdir;
 
 /// A base image ready to derive from.
@@ -48,15 +49,17 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
             "it already has derived layers on top of its ostree content (derive from the base it was derived from)",
         ));
     }
-    let commit = info
-        .ostree_commit
-        .clone()
+    // The image builder's word: checked before it names a checkout or a
+    // version.
+    let labels: std::collections::BTreeMap<String, String> =
+        info.labels.clone().into_iter().collect();
+    let commit: CommitId = label(&labels, LABEL_COMMIT)
+        .with_context(|| format!("base image {reference}"))?
         .ok_or_else(|| not_base("it names no ostree commit"))?;
-    let version = info
-        .version
-        .clone()
-        .ok_or_else(|| not_base("it has no org.opencontainers.image.version label"))?;
-    let rhel = rhel_of(&version).ok_or_else(|| {
+    let version: Version = label(&labels, LABEL_VERSION)
+        .with_context(|| format!("base image {reference}"))?
+        .ok_or_else(|| not_base(&format!("it has no {LABEL_VERSION} label")))?;
+    let rhel = rhel_of(version.as_str()).ok_or_else(|| {
         not_base(&format!(
             "its version {version} does not start with the RHEL major.minor (8.6.…)"
         ))
@@ -80,6 +83,7 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
     };
     let local = ImageRef::oci(&oci, &tag);
     let repo = wd.ostree_repo()?;
+    let commit = commit.to_string();
     if repo.load_commit(&commit).is_err() {
         tracing::info!("importing base commit {commit} from {reference}");
         if let Err(e) = strata_oscontainer::import(&local, &wd.repo(), &Default::default()) {
@@ -99,7 +103,7 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
         tag,
         digest: info.manifest_digest,
         commit,
-        version,
+        version: version.to_string(),
         timestamp: ostree::commit_get_timestamp(&commit_v),
         rhel,
     })

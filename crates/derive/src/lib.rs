@@ -248,6 +248,7 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     }
     let wd = Workdir::open(&opts.workdir)?;
     let _lock = wd.lock()?;
+    strata_oscontainer::prune_abandoned(&wd.oci())?;
     let overrides = opts
         .overrides
         .iter()
@@ -339,6 +340,12 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
                     p.stream,
                     prev.version
                 );
+                // An interrupted derive may have left the ref elsewhere.
+                let r = ostree_ref(&p.stream);
+                let at = wd.ostree_repo()?.resolve_rev(&r, true)?;
+                if at.as_deref() != Some(prev.ostree_commit.as_str()) {
+                    wd.set_ref(&r, &prev.ostree_commit)?;
+                }
                 p.result(
                     &wd,
                     &base,
@@ -367,8 +374,16 @@ impl Plan {
             .as_ref()
             .filter(|p| p.inputhash == self.inputhash)?;
         let tag = prev.image_tag.as_deref()?;
-        let listed = strata_oscontainer::list_tags(&wd.oci()).ok()?;
-        listed.iter().any(|t| t.tag == tag).then(|| prev.clone())
+        let found = strata_oscontainer::check_present(&ImageRef::oci(&wd.oci(), tag)).ok()?;
+        if prev.image_digest.as_deref() != Some(found.as_str()) {
+            return None;
+        }
+        let repo = wd.ostree_repo().ok()?;
+        let (_, state) = repo.load_commit(&prev.ostree_commit).ok()?;
+        if state.contains(ostree::RepoCommitState::PARTIAL) {
+            return None;
+        }
+        Some(prev.clone())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -606,9 +621,9 @@ fn check_base_locked(
     }
     if !refused.is_empty() {
         bail!(
-            "release {}: base packages are locked:\n  {}\n(list a package under allow-base-upgrade to let this release update it)",
+            "release {}: base packages are locked: {} (list a package under allow-base-upgrade to let this release update it)",
             m.release,
-            refused.join("\n  ")
+            refused.join("; ")
         );
     }
     Ok(allowed)
@@ -929,17 +944,19 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
     let mut dopts = strata_oscontainer::DeriveOptions::default();
     dopts.labels = labels;
     dopts.source_date_epoch = Some(p.sde);
+    // Tag and ref follow the record (below).
+    dopts.defer_tag = true;
     // The derived commit is built from the layer's tar stream while the
     // layer is written (what importing the image would give; the ostree-ext
     // client's merge commit is checked against it in the tests).
-    let (derived, pending) = strata_oscontainer::append_layer_committing(
+    let (mut derived, pending) = strata_oscontainer::append_layer_committing(
         &wd.oci(),
         &base.tag,
         &tag,
         &layer,
         &dopts,
         &wd.repo(),
-        Some(&ostree_ref(&p.stream)),
+        None,
     )
     .context("writing the derived image")?;
     tracing::debug!(elapsed = ?started.elapsed(), "{}: derived image written", p.stream);
@@ -951,20 +968,27 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
     let commit = match pending.and_then(|c| c.commit()) {
         Some(c) => Ok(c),
         None => {
-            let mut iopts = strata_oscontainer::ImportOptions::default();
-            iopts.ref_name = Some(ostree_ref(&p.stream));
-            iopts.reuse_base = true;
-            strata_oscontainer::import(&ImageRef::oci(&wd.oci(), &tag), &wd.repo(), &iopts)
-                .map(|i| i.commit)
+            // The image is not tagged yet: import it under a tag of its
+            // own, removed again.
+            let import_tag = format!("{tag}.importing");
+            let mut tagged = derived.pending_tag.clone();
+            let imported = (|| -> Result<String> {
+                let pending = tagged.take().context("the derived image has no pending tag")?;
+                pending.retagged(&import_tag).apply()?;
+                let mut iopts = strata_oscontainer::ImportOptions::default();
+                iopts.reuse_base = true;
+                Ok(strata_oscontainer::import(
+                    &ImageRef::oci(&wd.oci(), &import_tag),
+                    &wd.repo(),
+                    &iopts,
+                )?
+                .commit)
+            })();
+            let _ = strata_oscontainer::remove_tag(&wd.oci(), &import_tag);
+            imported
         }
     };
-    let commit = match commit {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = strata_oscontainer::remove_tag(&wd.oci(), &tag);
-            return Err(e).context("writing the derived commit");
-        }
-    };
+    let commit: String = commit.context("writing the derived commit")?;
     tracing::debug!(elapsed = ?started.elapsed(), "{}: derived commit written", p.stream);
     tracing::info!(
         "{}: image {} ({}), commit {}",
@@ -1005,10 +1029,13 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
     };
     let mut json = serde_json::to_vec_pretty(&meta)?;
     json.push(b'\n');
-    if let Err(e) = wd.record(&entry, &[("meta.json", json)]) {
-        let _ = strata_oscontainer::remove_tag(&wd.oci(), &tag);
-        return Err(e);
+    wd.record(&entry, &[("meta.json", json)])?;
+    // Last: the tag and the ref follow the record. Killed before them, the
+    // next derive finds the record's image missing and builds again.
+    if let Some(t) = derived.pending_tag.take() {
+        t.apply().context("tagging the derived image")?;
     }
+    wd.set_ref(&ostree_ref(&p.stream), &commit)?;
     Ok(p.result(
         wd,
         base,

@@ -96,6 +96,12 @@ const OUTPUT_TAIL: usize = 4000;
 /// Runs `job` in a worker in its own mount namespace; returns the NEVRAs
 /// installed.
 pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Vec<String>> {
+    if !rustix::process::geteuid().is_root() {
+        bail!(
+            "installing the release's packages needs root: derive mounts an overlay of the base \
+             and runs the packages' scriptlets chrooted into it (run strata derive as root)"
+        );
+    }
     strata_process::require("unshare")?;
     let job_path = scratch.join("job.json");
     let outcome_path = scratch.join("outcome.json");
@@ -124,11 +130,22 @@ pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Vec<Stri
         Some(Outcome::Ok { installed }) if output.status.success() => Ok(installed),
         Some(Outcome::Err { message }) => bail!("{message}"),
         _ => bail!(
-            "the derive worker failed ({}) without reporting why; its output ends with:\n{}",
+            "the derive worker failed ({}) without reporting why; its output ends with: {}",
             output.status,
-            tail(&text, OUTPUT_TAIL)
+            one_line_tail(&text)
         ),
     }
+}
+
+/// The last lines of `s` (at most [`OUTPUT_TAIL`] bytes), joined on one
+/// line: the `error:` line stays one line.
+fn one_line_tail(s: &str) -> String {
+    tail(s, OUTPUT_TAIL)
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 fn tail(s: &str, max: usize) -> &str {

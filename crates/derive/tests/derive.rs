@@ -626,3 +626,58 @@ fn rebasing_on_the_z_stream_base_keeps_the_release_layer_on_the_new_base() {
     assert_eq!(on_new[0].base_commit, new_base.ostree_commit);
     assert_ne!(old_base.ostree_commit, new_base.ostree_commit);
 }
+
+/// A base image's labels are its builder's word: an `ostree.commit` or a
+/// version with `../` would name a checkout or a build outside the
+/// workdir. Each is refused naming the label and value, and a fresh
+/// workdir in an empty directory is all that directory then holds.
+#[test]
+fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() {
+    let (bw, b) = base();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let oci = elsewhere.path().join("oci");
+    for (name, value) in [
+        ("ostree.commit", "../../../escaped"),
+        ("org.opencontainers.image.version", "8.6/../../../escaped"),
+        ("org.opencontainers.image.version", "8.6.1\nx"),
+    ] {
+        let mut eopts = strata_oscontainer::EncapsulateOptions::default();
+        eopts.labels.insert(name.into(), value.into());
+        strata_oscontainer::encapsulate(
+            &bw.path().join("repo"),
+            &b.ostree_commit,
+            &oci,
+            "hostile",
+            &eopts,
+        )
+        .unwrap();
+        let around = tempfile::tempdir().unwrap();
+        let fresh = around.path().join("a/work");
+        let e = format!(
+            "{:#}",
+            derive(
+                &DeriveOptions::new(
+                    &fresh,
+                    format!("oci:{}:hostile", oci.display()),
+                    vec![demo("ocp-4.13.yaml")],
+                    worker()
+                )
+                .vars(vars())
+            )
+            .unwrap_err()
+        );
+        assert!(
+            e.contains(&format!("image label {name}={value:?}")),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        let top: Vec<_> = std::fs::read_dir(around.path().join("a"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(top, ["work"], "{name}={value:?}");
+        assert!(strata_oscontainer::list_tags(&fresh.join("oci"))
+            .unwrap_or_default()
+            .is_empty());
+    }
+}

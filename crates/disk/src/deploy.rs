@@ -26,7 +26,7 @@ pub struct DeployJob {
     /// The repository holding `commit` (pulled into the sysroot's own).
     pub repo: PathBuf,
     pub commit: String,
-    pub stateroot: String,
+    pub stateroot: strata_oscontainer::OsName,
     pub kargs: Vec<String>,
     /// `container-image-reference` of the origin file.
     pub origin_image: String,
@@ -86,7 +86,7 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
         .context("initializing the sysroot")?;
     sysroot.load(cancel).context("loading the sysroot")?;
     sysroot
-        .init_osname(&job.stateroot, cancel)
+        .init_osname(job.stateroot.as_str(), cancel)
         .with_context(|| format!("creating the stateroot {}", job.stateroot))?;
     let repo = sysroot.repo();
     // strata writes the GRUB configuration itself; ostree only writes BLS.
@@ -111,7 +111,7 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
     sysroot.load(cancel).context("reloading the sysroot")?;
     let deployment = sysroot
         .deploy_tree_with_options(
-            Some(&job.stateroot),
+            Some(job.stateroot.as_str()),
             &job.commit,
             Some(&origin),
             None,
@@ -121,7 +121,7 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
         .with_context(|| format!("deploying {}", job.commit))?;
     sysroot
         .simple_write_deployment(
-            Some(&job.stateroot),
+            Some(job.stateroot.as_str()),
             &deployment,
             None,
             ostree::SysrootSimpleWriteDeploymentFlags::NONE,

@@ -54,6 +54,45 @@ pub fn content_size(root: &Path) -> Result<u64> {
     Ok(total)
 }
 
+/// Opens `rel` below `root` as the image's own tree resolves it: every
+/// symlink on the way, absolute ones too, resolves inside `root`, so an
+/// image cannot make strata read the build host's files.
+pub fn open_in_root(root: &Path, rel: &str) -> Result<std::fs::File> {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+    let dir = std::fs::File::open(root).with_context(|| format!("opening {}", root.display()))?;
+    let fd = openat2(
+        &dir,
+        rel,
+        OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+    )
+    .with_context(|| format!("opening /{rel} of {}", root.display()))?;
+    Ok(std::fs::File::from(fd))
+}
+
+/// The content of `rel` below `root`, resolved as [`open_in_root`] does.
+pub fn read_in_root(root: &Path, rel: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    open_in_root(root, rel)?
+        .read_to_end(&mut buf)
+        .with_context(|| format!("reading /{rel} of {}", root.display()))?;
+    Ok(buf)
+}
+
+/// Copies the tree `rel` of the image rooted at `root` to `to`, the path
+/// resolved inside `root` ([`open_in_root`]); below it, symlinks are
+/// copied as links, never followed.
+pub fn copy_tree_in_root(root: &Path, rel: &str, to: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let dir = open_in_root(root, rel)?;
+    // Where the kernel found it, inside `root`.
+    let fd = format!("/proc/self/fd/{}", dir.as_raw_fd());
+    let from = std::fs::read_link(&fd).with_context(|| format!("resolving /{rel}"))?;
+    copy_tree(&from, to)
+}
+
 /// Copies the tree `from` to `to` (files, directories, symlinks; modes kept).
 pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     let meta =
@@ -229,5 +268,30 @@ mod tests {
         );
         // two directories + one 5000-byte file (linked twice) in 4 KiB blocks
         assert_eq!(content_size(t.path()).unwrap(), 2 * 4096 + 8192);
+    }
+
+    /// os-release and the bootloader files were read through the build
+    /// host's view of the image's symlinks: an absolute or `../` link
+    /// reached the host's files. Now they resolve inside the image.
+    #[test]
+    fn symlinks_of_the_image_resolve_inside_it() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir_all(root.join("usr/lib")).unwrap();
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join("etc/passwd"), "inside\n").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("usr/lib/abs")).unwrap();
+        std::os::unix::fs::symlink("../../../../../../etc/passwd", root.join("usr/lib/up"))
+            .unwrap();
+        for rel in ["usr/lib/abs", "usr/lib/up"] {
+            assert_eq!(read_in_root(&root, rel).unwrap(), b"inside\n", "{rel}");
+        }
+        std::fs::create_dir_all(root.join("boot/efi/EFI/BOOT")).unwrap();
+        std::fs::write(root.join("boot/efi/EFI/BOOT/x.efi"), "efi").unwrap();
+        std::os::unix::fs::symlink("/boot/efi/EFI", root.join("usr/lib/efi")).unwrap();
+        let out = t.path().join("out/EFI");
+        copy_tree_in_root(&root, "usr/lib/efi", &out).unwrap();
+        assert_eq!(std::fs::read(out.join("BOOT/x.efi")).unwrap(), b"efi");
+        assert!(read_in_root(&root, "usr/lib/missing").is_err());
     }
 }

@@ -39,7 +39,10 @@ use anyhow::{bail, Context, Result};
 use ostree::gio;
 use ostree::prelude::*;
 use sha2::{Digest, Sha256};
-use strata_oscontainer::{ImageRef, TransportOptions};
+use strata_oscontainer::labels::{
+    self, checked, label, LABEL_OPENSHIFT_VERSION, LABEL_OSNAME, LABEL_VERSION,
+};
+use strata_oscontainer::{ImageRef, KernelVersion, OcpVersion, OsName, TransportOptions, Version};
 use strata_workdir::Workdir;
 use userns::{Job, Namespace};
 
@@ -146,9 +149,18 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     if platforms.is_empty() {
         bail!("no platform given");
     }
+    for (i, p) in platforms.iter().enumerate() {
+        if platforms[..i].iter().any(|q| q.name == p.name) {
+            bail!("platform {:?} is given twice", p.name);
+        }
+    }
     let w = Workdir::open(&opts.workdir)?;
     let _lock = w.lock()?;
-    let mut id = resolve(&w, opts)?;
+    strata_oscontainer::prune_abandoned(&w.oci())?;
+    let (mut id, imgref) = resolve(&w, opts)?;
+    // The disks name the image: it must be whole. Its layers are hashed
+    // beside the deployment, off the critical path.
+    let verified = std::thread::spawn(move || strata_oscontainer::verify(&imgref));
     if let Some(target) = &opts.target_image {
         id.image = target.clone();
     }
@@ -161,13 +173,23 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         kernel_of(&repo, &id.ostree_commit).with_context(|| format!("image {}", id.image))?;
     tracing::info!(commit = %id.ostree_commit, kernel = %kver, "deploying");
 
+    let staging = w.staging("disk")?;
     let ns = Namespace {
         map: IdMap::for_this_process()?,
         worker: &opts.worker,
+        scratch: staging.path(),
     };
     tracing::debug!(map = ?ns.map, "user namespace");
-    let staging = w.staging("disk")?;
-    let result = build_in(&w, opts, &id, &platforms, epoch, &ns, staging.path());
+    let result = build_in(
+        &w,
+        opts,
+        &id,
+        &platforms,
+        epoch,
+        &ns,
+        staging.path(),
+        verified,
+    );
     // What is left of the sysroot after a failure may belong to ids only
     // the namespace has.
     let sysroot = staging.path().join(SYSROOT);
@@ -182,6 +204,9 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     result
 }
 
+// The stage's inputs, each from a different step of `build`; a struct
+// holding them would only be unpacked again here.
+#[allow(clippy::too_many_arguments)]
 fn build_in(
     w: &Workdir,
     opts: &DiskOptions,
@@ -190,6 +215,7 @@ fn build_in(
     epoch: i64,
     ns: &Namespace,
     stage: &Path,
+    verified: std::thread::JoinHandle<strata_oscontainer::Result<String>>,
 ) -> Result<DiskResult> {
     let started = std::time::Instant::now();
     let sysroot = stage.join(SYSROOT);
@@ -221,11 +247,11 @@ fn build_in(
 
     // The bootloader files, from the commit's own content.
     let esp = stage.join("esp");
-    fs::copy_tree(&deployment.join(bootloader::EFI_DIR), &esp.join("EFI"))
+    fs::copy_tree_in_root(&deployment, bootloader::EFI_DIR, &esp.join("EFI"))
         .with_context(|| format!("the image has no EFI bootloader (/{})", bootloader::EFI_DIR))?;
-    let boot_img = read(&deployment.join(bootloader::BIOS_BOOT_IMG))?;
-    let core_img = read(&deployment.join(bootloader::BIOS_CORE_IMG))?;
-    let pretty = pretty_name(&deployment)?;
+    let boot_img = fs::read_in_root(&deployment, bootloader::BIOS_BOOT_IMG)?;
+    let core_img = fs::read_in_root(&deployment, bootloader::BIOS_CORE_IMG)?;
+    let pretty = pretty_name(&deployment);
 
     write(
         &boot.join("coreos/platforms.json"),
@@ -331,8 +357,13 @@ fn build_in(
         artifacts
     })?;
 
+    match verified.join() {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(e).with_context(|| format!("image {}", id.image)),
+        Err(_) => bail!("verifying image {} panicked", id.image),
+    }
     // Into place: artifacts, then meta.json's images, then stream.json.
-    let build_dir = w.build_dir(&id.stream, &id.version);
+    let build_dir = w.build_dir(&id.stream, id.version.as_str());
     std::fs::create_dir_all(&build_dir)
         .with_context(|| format!("creating {}", build_dir.display()))?;
     for a in &mut artifacts {
@@ -395,8 +426,8 @@ fn build_in(
     Ok(DiskResult {
         image: id.image.clone(),
         digest: id.digest.clone(),
-        version: id.version.clone(),
-        openshift_version: id.openshift_version.clone(),
+        version: id.version.to_string(),
+        openshift_version: id.openshift_version.as_ref().map(|v| v.to_string()),
         ostree_commit: id.ostree_commit.clone(),
         stream: id.stream.clone(),
         build_dir,
@@ -557,7 +588,9 @@ fn write_disk(
 }
 
 /// Image → identity and the commit to deploy, in `W/repo`.
-fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<Identity> {
+/// What the image is (its labels checked), and where it now is: a
+/// registry image is pulled into the workdir's store first.
+fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<(Identity, ImageRef)> {
     let mut imgref = ImageRef::parse(&opts.image, Some(&w.oci()))?;
     if let ImageRef::Docker { reference } = &imgref {
         let tag: String = reference
@@ -577,11 +610,15 @@ fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<Identity> {
     let info = strata_oscontainer::inspect(&imgref, &opts.transport)
         .with_context(|| format!("inspecting {}", opts.image))?;
     let labels: BTreeMap<String, String> = info.labels.clone().into_iter().collect();
-    let version = info
-        .version
-        .clone()
-        .or_else(|| labels.get("org.opencontainers.image.version").cloned())
-        .with_context(|| format!("image {imgref} has no org.opencontainers.image.version label"))?;
+    // Labels are the image builder's word: each value that reaches a path,
+    // a boot entry or the deployment is checked before anything is written.
+    let version: Version = label(&labels, LABEL_VERSION)?
+        .with_context(|| format!("image {imgref} has no {LABEL_VERSION} label"))?;
+    let openshift_version: Option<OcpVersion> = label(&labels, LABEL_OPENSHIFT_VERSION)?;
+    let osname: OsName = match label(&labels, LABEL_OSNAME)? {
+        Some(o) => o,
+        None => "rhcos".parse()?,
+    };
     let history = w.history()?;
     let entry = history
         .iter()
@@ -611,25 +648,19 @@ fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<Identity> {
     };
     let stream = entry
         .map(|e| e.stream.clone())
-        .or_else(|| {
-            labels
-                .get("com.coreos.openshift-version")
-                .map(|v| format!("ocp-{v}"))
-        })
+        .or_else(|| openshift_version.as_ref().map(|v| format!("ocp-{v}")))
         .unwrap_or_else(|| "disk".to_string());
-    Ok(Identity {
+    let id = Identity {
         version,
-        openshift_version: labels.get("com.coreos.openshift-version").cloned(),
+        openshift_version,
         image: imgref.to_string(),
         digest: info.manifest_digest.clone(),
         ostree_commit: commit,
-        osname: labels
-            .get("com.coreos.osname")
-            .cloned()
-            .unwrap_or_else(|| "rhcos".into()),
+        osname,
         labels,
         stream,
-    })
+    };
+    Ok((id, imgref))
 }
 
 /// `container-image-reference` for the origin file: what an ostree-ext
@@ -660,7 +691,7 @@ fn commit_timestamp(repo: &ostree::Repo, commit: &str) -> Result<i64> {
 }
 
 /// The kernel version of the commit: `/usr/lib/modules/<kver>/vmlinuz`.
-fn kernel_of(repo: &ostree::Repo, commit: &str) -> Result<String> {
+fn kernel_of(repo: &ostree::Repo, commit: &str) -> Result<KernelVersion> {
     let cancel = gio::Cancellable::NONE;
     let (root, _) = repo
         .read_commit(commit, cancel)
@@ -682,28 +713,27 @@ fn kernel_of(repo: &ostree::Repo, commit: &str) -> Result<String> {
         {
             let name = info.name();
             if modules.child(&name).child("vmlinuz").query_exists(cancel) {
-                return Ok(name.to_string_lossy().into_owned());
+                let what = format!("the kernel directory /usr/lib/modules of commit {commit}");
+                return Ok(checked(&what, &name.to_string_lossy())?);
             }
         }
     }
     bail!("commit {commit} has no kernel (no /usr/lib/modules/*/vmlinuz): it cannot boot")
 }
 
-fn pretty_name(deployment: &Path) -> Result<String> {
+/// os-release's NAME, for boot menu titles: read inside the deployment,
+/// on one line with control characters escaped.
+fn pretty_name(deployment: &Path) -> String {
     for rel in ["usr/lib/os-release", "etc/os-release"] {
-        if let Ok(text) = std::fs::read_to_string(deployment.join(rel)) {
-            for line in text.lines() {
+        if let Ok(bytes) = fs::read_in_root(deployment, rel) {
+            for line in String::from_utf8_lossy(&bytes).lines() {
                 if let Some(v) = line.strip_prefix("NAME=") {
-                    return Ok(v.trim_matches('"').to_string());
+                    return labels::one_line(v.trim_matches('"'));
                 }
             }
         }
     }
-    Ok("CoreOS".to_string())
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+    "CoreOS".to_string()
 }
 
 fn write(path: &Path, content: &[u8]) -> Result<()> {

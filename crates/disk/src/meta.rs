@@ -8,15 +8,17 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use strata_oscontainer::{OcpVersion, OsName, Version};
+
 use crate::platform::Platform;
 
 /// What is being built, as the image labels tell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Identity {
     /// `org.opencontainers.image.version`.
-    pub version: String,
+    pub version: Version,
     /// `com.coreos.openshift-version`; none on a base image.
-    pub openshift_version: Option<String>,
+    pub openshift_version: Option<OcpVersion>,
     /// The image reference (`oci:DIR:TAG` or `docker://…`), or the target
     /// reference nodes follow when one is given.
     pub image: String,
@@ -25,7 +27,7 @@ pub struct Identity {
     pub ostree_commit: String,
     pub labels: BTreeMap<String, String>,
     /// `com.coreos.osname`, the stateroot and artifact name prefix.
-    pub osname: String,
+    pub osname: OsName,
     /// The build history stream, e.g. `ocp-4.13` or `rhel-8.6`.
     pub stream: String,
 }
@@ -176,13 +178,13 @@ mod tests {
 
     fn id(ocp: Option<&str>) -> Identity {
         Identity {
-            version: "413.86.202610150000-0".into(),
-            openshift_version: ocp.map(str::to_string),
+            version: "413.86.202610150000-0".parse().unwrap(),
+            openshift_version: ocp.map(|o| o.parse().unwrap()),
             image: "oci:/w/oci:ocp-4.13".into(),
             digest: "sha256:aa".into(),
             ostree_commit: "cc".into(),
             labels: BTreeMap::new(),
-            osname: "rhcos".into(),
+            osname: "rhcos".parse().unwrap(),
             stream: "ocp-4.13".into(),
         }
     }

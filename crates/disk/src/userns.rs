@@ -143,6 +143,10 @@ enum Outcome {
 pub struct Namespace<'a> {
     pub map: IdMap,
     pub worker: &'a Command,
+    /// Where each job's request and answer are written: the build's
+    /// staging directory, so that a killed build leaves them in the
+    /// workdir, for its next writer to remove.
+    pub scratch: &'a Path,
 }
 
 impl Namespace<'_> {
@@ -155,8 +159,8 @@ impl Namespace<'_> {
         }
         strata_process::require("unshare")?;
         let dir = tempfile::Builder::new()
-            .prefix("strata-userns-")
-            .tempdir()
+            .prefix("userns-")
+            .tempdir_in(self.scratch)
             .context("creating a temporary directory for a namespaced job")?;
         let job_path = dir.path().join("job.json");
         let outcome_path = dir.path().join("outcome.json");

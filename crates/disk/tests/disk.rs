@@ -580,3 +580,91 @@ fn bad_input_leaves_nothing() {
     assert_eq!(listing(&w.join("tmp")), Vec::<String>::new());
     assert!(!w.join("builds/disk/0.0.1-nokernel").exists());
 }
+
+/// Files and directories below `dir`, recursively, relative to it.
+fn tree_listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Labels are the image builder's word. An OpenShift version label with
+/// `../` wrote the disks, meta.json and stream.json outside the workdir;
+/// an osname with `../` made the deploy worker create a stateroot outside
+/// it; a newline in the OpenShift version added an `options` line to the
+/// BLS entries. Each is refused naming the label and its value, before
+/// anything is written, in a workdir of its own whose surroundings stay
+/// empty.
+#[test]
+fn hostile_labels_are_refused_and_nothing_is_written_outside_the_workdir() {
+    let (w, base, _) = workdir();
+    let cases = [
+        (
+            "com.coreos.openshift-version",
+            "4.13/../../../../escaped",
+            "hostile-ocp-path",
+        ),
+        ("com.coreos.osname", "../../escaped", "hostile-osname"),
+        (
+            "com.coreos.openshift-version",
+            "4.13\noptions init=/bin/sh",
+            "hostile-ocp-newline",
+        ),
+        (
+            "org.opencontainers.image.version",
+            "../../../escaped",
+            "hostile-version",
+        ),
+    ];
+    let empty = tempfile::tempdir().unwrap();
+    for (name, value, tag) in cases {
+        let mut opts = strata_oscontainer::DeriveOptions::default();
+        opts.labels.insert(name.into(), value.into());
+        if name != "org.opencontainers.image.version" {
+            opts.labels
+                .insert("org.opencontainers.image.version".into(), OCP_VERSION.into());
+        }
+        strata_oscontainer::append_layers(
+            &w.join("oci"),
+            base,
+            tag,
+            &[strata_oscontainer::DerivedLayer::new(empty.path(), "nothing")],
+            &opts,
+        )
+        .unwrap();
+        let around = tempfile::tempdir().unwrap();
+        let fresh = around.path().join("a/b/work");
+        let image = format!("oci:{}:{tag}", w.join("oci").display());
+        let err = build(&DiskOptions::new(
+            &fresh,
+            image.as_str(),
+            vec!["qemu".into()],
+            worker(),
+        ))
+        .unwrap_err();
+        let text = format!("{err:#}");
+        let escaped = format!("{value:?}");
+        assert!(
+            text.contains(&format!("image label {name}={escaped}")),
+            "{text}"
+        );
+        assert!(!text.contains('\n'), "{text}");
+        let outside: Vec<String> = tree_listing(around.path())
+            .into_iter()
+            .filter(|p| !p.starts_with("a/b/work"))
+            .collect();
+        assert_eq!(outside, ["a", "a/b"], "{name}={value:?}");
+        assert_eq!(listing(&fresh.join("tmp")), Vec::<String>::new());
+        assert!(!fresh.join("builds").join("ocp-4.13").exists());
+    }
+}

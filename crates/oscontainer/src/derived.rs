@@ -24,7 +24,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::{
-    DescriptorBuilder, HistoryBuilder, ImageManifestBuilder, MediaType, Platform,
+    DescriptorBuilder, HistoryBuilder, ImageManifestBuilder, MediaType,
 };
 use rayon::prelude::*;
 use serde::Serialize;
@@ -79,6 +79,9 @@ pub struct DeriveOptions {
     /// upper bound of tar mtimes. Default: the base image's `created`, and
     /// mtimes as found.
     pub source_date_epoch: Option<u64>,
+    /// Write the image without tagging it: [`Derived::pending_tag`] tags
+    /// it, once the caller has recorded the build.
+    pub defer_tag: bool,
 }
 
 /// What [`append_layers`] wrote.
@@ -96,6 +99,9 @@ pub struct Derived {
     pub version: Option<String>,
     /// The added layers.
     pub layers: Vec<LayerInfo>,
+    /// With [`DeriveOptions::defer_tag`]: what tags the image.
+    #[serde(skip)]
+    pub pending_tag: Option<crate::layout::PendingTag>,
 }
 
 /// Writes image `tag` = image `base_tag` of the layout `oci` plus `layers`.
@@ -289,9 +295,8 @@ fn append(
         .annotations(annotations)
         .build()
         .map_err(oci_err)?;
-    let desc = ocidir
-        .insert_manifest(manifest, Some(tag), Platform::default())
-        .map_err(layout_err)?;
+    let (desc, pending_tag) =
+        crate::layout::write_manifest(&ocidir, oci, manifest, tag, opts.defer_tag)?;
     Ok((
         Derived {
             image: format!("oci:{}:{tag}", oci.display()),
@@ -300,6 +305,7 @@ fn append(
             base_manifest_digest: base.manifest_digest,
             version: labels.get(LABEL_VERSION).cloned(),
             layers: infos,
+            pending_tag,
         },
         pending,
     ))

@@ -51,21 +51,12 @@ use crate::chunking::{self, Component, LayerMap, COMPONENTS_ANNOTATION};
 use crate::commit::{self, CommitTree, ContentObject, ObjectKind};
 use crate::compress::{Compression, Encoder};
 use crate::error::{Context, Error, Result};
-use crate::layout::Layout;
+use crate::layout::{write_manifest, Layout, PendingTag};
 use crate::tarball::{Meta, TarWriter};
 
-/// Label: the ostree commit checksum.
-pub const LABEL_COMMIT: &str = "ostree.commit";
-/// Label: diff ID of the last ostree layer.
-pub const LABEL_FINAL_DIFFID: &str = "ostree.final-diffid";
-/// Label: the image is bootable by ostree.
-pub const LABEL_BOOTABLE: &str = "ostree.bootable";
-/// Label: the image is a bootc image.
-pub const LABEL_BOOTC: &str = "containers.bootc";
-/// Label: the kernel version.
-pub const LABEL_LINUX: &str = "ostree.linux";
-/// Label: the image version (OCI standard annotation key).
-pub const LABEL_VERSION: &str = "org.opencontainers.image.version";
+pub use crate::labels::{
+    LABEL_BOOTABLE, LABEL_BOOTC, LABEL_COMMIT, LABEL_FINAL_DIFFID, LABEL_LINUX, LABEL_VERSION,
+};
 /// The component of content the caller did not assign.
 pub const UNPACKAGED: &str = "unpackaged";
 
@@ -197,6 +188,9 @@ pub struct EncapsulateOptions {
     pub content: Option<ContentMap>,
     /// The previous build's layer map, to keep components in their layers.
     pub prior: Option<LayerMap>,
+    /// Write the image without tagging it: [`Encapsulated::pending_tag`]
+    /// tags it, once the caller has recorded the build.
+    pub defer_tag: bool,
 }
 
 /// One layer of a written image.
@@ -231,6 +225,9 @@ pub struct Encapsulated {
     pub layers: Vec<LayerInfo>,
     /// The layer map to keep for the next build.
     pub layer_map: LayerMap,
+    /// With [`EncapsulateOptions::defer_tag`]: what tags the image.
+    #[serde(skip)]
+    pub pending_tag: Option<PendingTag>,
 }
 
 /// Writes commit `rev` of the ostree repository at `repo` as an image tagged
@@ -366,6 +363,7 @@ pub fn encapsulate(
         &created,
         &labels,
         jobs.iter().zip(layers),
+        opts.defer_tag,
     )?;
     Ok(Encapsulated {
         image: format!("oci:{}:{tag}", oci.display()),
@@ -375,6 +373,7 @@ pub fn encapsulate(
         version: labels.get(LABEL_VERSION).cloned(),
         layers: out.2,
         layer_map,
+        pending_tag: out.3,
     })
 }
 
@@ -417,7 +416,8 @@ pub(crate) fn write_image<'j, 't: 'j>(
     created: &str,
     labels: &BTreeMap<String, String>,
     layers: impl Iterator<Item = (&'j Job<'t>, ocidir::Layer)>,
-) -> Result<(String, String, Vec<LayerInfo>)> {
+    defer_tag: bool,
+) -> Result<(String, String, Vec<LayerInfo>, Option<PendingTag>)> {
     let mut descriptors = Vec::new();
     let mut diff_ids = Vec::new();
     let mut history = Vec::new();
@@ -486,13 +486,12 @@ pub(crate) fn write_image<'j, 't: 'j>(
         .annotations(labels)
         .build()
         .map_err(oci_err)?;
-    let desc = ocidir
-        .insert_manifest(manifest, Some(tag), platform)
-        .map_err(layout_err)?;
+    let (desc, pending) = write_manifest(ocidir, oci, manifest, tag, defer_tag)?;
     Ok((
         desc.digest().to_string(),
         config_desc.digest().to_string(),
         infos,
+        pending,
     ))
 }
 

@@ -3,7 +3,9 @@
 //! Every failure a caller can act on is its own variant carrying the object
 //! (blob digest, tar path, image reference) that caused it, so that the CLI's
 //! one-line `error:` chain names what is wrong without a log. Bad input is
-//! always an `Err`, never a panic.
+//! always an `Err`, never a panic. A variant that wraps another error
+//! exposes it as its `source` and does not repeat it in its message: the
+//! `{:#}` of the chain prints each cause once.
 
 use std::path::PathBuf;
 
@@ -12,7 +14,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// A file system operation failed.
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Io {
         /// What was being done, naming the path.
         context: String,
@@ -20,7 +22,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// libostree reported an error.
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Ostree {
         /// What was being done, naming the repository or object.
         context: String,
@@ -28,7 +30,7 @@ pub enum Error {
         source: ostree::glib::Error,
     },
     /// The OCI layout could not be read or written.
-    #[error("OCI layout {path}: {source}")]
+    #[error("OCI layout {path}")]
     Layout {
         /// The layout directory.
         path: PathBuf,
@@ -36,7 +38,7 @@ pub enum Error {
         source: ocidir::Error,
     },
     /// A JSON document (manifest, config, index, layer map) is malformed.
-    #[error("{context}: {source}")]
+    #[error("{context}")]
     Json {
         /// Which document.
         context: String,
@@ -122,12 +124,46 @@ pub enum Error {
     /// The layer map or the chunking input is inconsistent.
     #[error("chunking: {0}")]
     Chunking(String),
+    /// An image label's value breaks the grammar of what it names.
+    #[error("image label {label}={value:?} is not {rule}")]
+    BadLabel {
+        /// The label.
+        label: String,
+        /// Its value as found.
+        value: String,
+        /// The grammar it must follow.
+        rule: &'static str,
+    },
+    /// A value from an image (not a label: a kernel directory, commit
+    /// metadata) breaks the grammar of what it names.
+    #[error("{what} {value:?} is not {rule}")]
+    BadValue {
+        /// Where the value was found.
+        what: String,
+        /// The value as found.
+        value: String,
+        /// The grammar it must follow.
+        rule: &'static str,
+    },
     /// An invalid option value.
     #[error("invalid option: {0}")]
     InvalidOption(String),
     /// An external command (skopeo) failed.
     #[error(transparent)]
     Command(#[from] strata_process::Error),
+}
+
+/// `e` and each of its causes, joined by `: ` (what anyhow's `{:#}`
+/// prints), for log lines.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
 }
 
 /// Result with this crate's [`Error`].

@@ -33,7 +33,7 @@ use sha2::{Digest as _, Sha256};
 use crate::commit::{self, hex_checksum};
 use crate::encapsulate::{parse_rfc3339, LABEL_COMMIT, LABEL_FINAL_DIFFID, LABEL_VERSION};
 use crate::error::{Context, Error, Result};
-use crate::layout::{Layout, ResolvedImage};
+use crate::layout::{Layout, LayerCheck, ResolvedImage, DEFAULT_MAX_EXPANSION};
 use crate::tarball::normalize_entry_path;
 use crate::transport::{ImageRef, TransportOptions};
 
@@ -49,7 +49,7 @@ const OBJECTS_PREFIX: &str = "sysroot/ostree/repo/objects/";
 const EXCLUDED_TOPLEVEL: &[&str] = &["run", "tmp", "proc", "sys", "dev"];
 
 /// How to import.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ImportOptions {
     /// Point this ref at the resulting commit.
@@ -61,6 +61,21 @@ pub struct ImportOptions {
     /// only the derived layers (derive and disk, whose base came from this
     /// workdir): the cost follows the derived layers, not the base.
     pub reuse_base: bool,
+    /// How many times its compressed size a layer may expand to (plus
+    /// 64 MiB); a layer that expands further is refused as hostile.
+    /// Default [`DEFAULT_MAX_EXPANSION`].
+    pub max_expansion: u64,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        Self {
+            ref_name: None,
+            transport: TransportOptions::default(),
+            reuse_base: false,
+            max_expansion: DEFAULT_MAX_EXPANSION,
+        }
+    }
 }
 
 /// What [`import`] produced.
@@ -182,10 +197,11 @@ fn import_layout(
         None => {
             // Chunks first, then the commit layer (layer 0).
             let mut objects = ObjectImporter::new(&repo);
-            for l in &layers[1..=split.last_ostree] {
-                objects.import_layer(&layout, l, false)?;
+            let check = |i| LayerCheck::of(&image, i, opts.max_expansion);
+            for (i, l) in layers.iter().enumerate().take(split.last_ostree + 1).skip(1) {
+                objects.import_layer(&layout, l, check(i), false)?;
             }
-            objects.import_layer(&layout, &layers[0], true)?;
+            objects.import_layer(&layout, &layers[0], check(0), true)?;
             let base = objects.finish(&layers[0])?;
             verify_complete(&repo, &base)?;
             base
@@ -207,8 +223,9 @@ fn import_layout(
     } else {
         let started = std::time::Instant::now();
         let mut tree = DerivedTree::new(&repo, &base)?;
-        for l in derived {
-            tree.apply_layer(&layout, l)?;
+        for (i, l) in derived.iter().enumerate() {
+            let check = LayerCheck::of(&image, split.last_ostree + 1 + i, opts.max_expansion);
+            tree.apply_layer(&layout, l, check)?;
         }
         tracing::debug!(elapsed = ?started.elapsed(), "derived layers applied");
         filtered = std::mem::take(&mut tree.filtered);
@@ -456,11 +473,12 @@ impl<'r> ObjectImporter<'r> {
         &mut self,
         layout: &Layout,
         desc: &Descriptor,
+        check: LayerCheck,
         commit_layer: bool,
     ) -> Result<()> {
         self.xattrs.clear();
         self.pending = None;
-        let reader = layout.open_layer(desc)?;
+        let reader = layout.open_layer(desc, check)?;
         let mut archive = tar::Archive::new(reader);
         let entries = archive.entries().map_err(|e| bad_layer(desc, e))?;
         for entry in entries {
@@ -896,8 +914,8 @@ impl<'r> DerivedTree<'r> {
     /// this layer has already added spares what the layer added (see
     /// [`Self::whiteout`]), which is what applying all whiteouts first and
     /// the content after would give.
-    fn apply_layer(&mut self, layout: &Layout, desc: &Descriptor) -> Result<()> {
-        self.apply_tar(layout.open_layer(desc)?, desc)
+    fn apply_layer(&mut self, layout: &Layout, desc: &Descriptor, check: LayerCheck) -> Result<()> {
+        self.apply_tar(layout.open_layer(desc, check)?, desc)
     }
 
     /// [`Self::apply_layer`] of the tar stream `reader` of layer `desc`.

@@ -21,7 +21,7 @@ use crate::chunking::COMPONENTS_ANNOTATION;
 use crate::encapsulate::{LABEL_COMMIT, LABEL_VERSION};
 use crate::error::{Error, Result};
 use crate::import::{labels_of, split_layers};
-use crate::layout::{Layout, ResolvedImage};
+use crate::layout::{LayerCheck, Layout, ResolvedImage, DEFAULT_MAX_EXPANSION};
 use crate::tarball::normalize_entry_path;
 use crate::transport::{ImageRef, TransportOptions};
 
@@ -105,6 +105,11 @@ pub fn inspect(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
         ImageRef::Oci { dir, tag } => {
             let layout = Layout::open(dir)?;
             let resolved = layout.resolve(tag.as_deref())?;
+            // A missing or truncated layer shows here, not when the image
+            // is next used (hashing every layer is `verify`'s job).
+            for l in resolved.manifest.layers() {
+                layout.check_blob_size(l)?;
+            }
             info_of(&layout, &resolved, &image.to_string())
         }
         ImageRef::Docker { .. } => {
@@ -169,10 +174,8 @@ fn info_of(layout: &Layout, image: &ResolvedImage, name: &str) -> Result<ImageIn
 
     let mut packages: BTreeMap<(String, String), Package> = BTreeMap::new();
     if split.is_some() {
-        if let Some(first) = image.manifest.layers().first() {
-            for p in commit_packages(layout, first)? {
-                packages.insert((p.name.clone(), p.arch.clone()), p);
-            }
+        for p in commit_packages(layout, image)? {
+            packages.insert((p.name.clone(), p.arch.clone()), p);
         }
     }
     for l in image.manifest.layers() {
@@ -209,13 +212,17 @@ fn info_of(layout: &Layout, image: &ResolvedImage, name: &str) -> Result<ImageIn
 }
 
 /// The package list in the commit object of a commit layer.
-fn commit_packages(layout: &Layout, desc: &oci_spec::image::Descriptor) -> Result<Vec<Package>> {
+fn commit_packages(layout: &Layout, image: &ResolvedImage) -> Result<Vec<Package>> {
+    let Some(desc) = image.manifest.layers().first() else {
+        return Ok(Vec::new());
+    };
     layout.verify_blob(desc)?;
     let bad = |reason: String| Error::BadLayer {
         digest: desc.digest().to_string(),
         reason,
     };
-    let mut archive = tar::Archive::new(layout.open_layer(desc)?);
+    let check = LayerCheck::of(image, 0, DEFAULT_MAX_EXPANSION);
+    let mut archive = tar::Archive::new(layout.open_layer(desc, check)?);
     for entry in archive.entries().map_err(|e| bad(e.to_string()))? {
         let mut entry = entry.map_err(|e| bad(format!("reading tar: {e}")))?;
         let Ok(path) = normalize_entry_path(&entry.path_bytes()) else {

@@ -171,6 +171,31 @@ impl Layout {
         Ok(())
     }
 
+    /// Checks that a blob exists with the descriptor's size, without
+    /// reading it: the cheap half of [`Layout::verify_blob`].
+    pub(crate) fn check_blob_size(&self, desc: &Descriptor) -> Result<()> {
+        let path = self.blob_path(desc)?;
+        let digest = desc.digest().to_string();
+        let found = match std::fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::MissingBlob {
+                    layout: self.path.clone(),
+                    digest,
+                })
+            }
+            Err(e) => return Err(e).context_with(|| format!("reading {}", path.display())),
+        };
+        if found != desc.size() {
+            return Err(Error::SizeMismatch {
+                digest,
+                expected: desc.size(),
+                found,
+            });
+        }
+        Ok(())
+    }
+
     /// Reads a verified JSON blob.
     pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
         &self,
@@ -183,38 +208,141 @@ impl Layout {
         serde_json::from_slice(&data).context_with(|| format!("parsing {what} {}", desc.digest()))
     }
 
-    /// Opens a layer blob (verify it first) and decompresses it by media type.
-    pub(crate) fn open_layer(&self, desc: &Descriptor) -> Result<Box<dyn Read + Send>> {
+    /// Opens a layer blob (verify it first) and decompresses it by media
+    /// type; a compressed layer's stream is held to `check`.
+    pub(crate) fn open_layer(
+        &self,
+        desc: &Descriptor,
+        check: LayerCheck,
+    ) -> Result<Box<dyn Read + Send>> {
         let path = self.blob_path(desc)?;
         let f = File::open(&path).context_with(|| format!("opening {}", path.display()))?;
-        decompressor(desc, BufReader::with_capacity(1 << 20, f))
+        decompressor(desc, BufReader::with_capacity(1 << 20, f), check)
+    }
+}
+
+/// How far a compressed layer may expand by default: this many times its
+/// compressed size, plus [`EXPANSION_SLACK`]. RPM content compresses about
+/// 3:1 and gzip cannot exceed about 1030:1, so real layers stay far below
+/// while a small hostile layer cannot fill the disk.
+pub const DEFAULT_MAX_EXPANSION: u64 = 100;
+
+/// Bytes every layer may expand to beyond its ratio (small layers of
+/// zero-filled files).
+pub const EXPANSION_SLACK: u64 = 64 << 20;
+
+/// What the uncompressed stream of a compressed layer must be: the
+/// config's diff ID for it, and no longer than its compressed size allows.
+#[derive(Debug, Clone)]
+pub(crate) struct LayerCheck {
+    /// `sha256:…` from the config's `rootfs.diff_ids`.
+    pub diff_id: Option<String>,
+    /// Uncompressed bytes allowed.
+    pub max_bytes: u64,
+    /// The ratio behind `max_bytes`, for the error.
+    pub ratio: u64,
+}
+
+impl LayerCheck {
+    /// The check for layer `index` of `image`, allowing `ratio` times its
+    /// compressed size.
+    pub(crate) fn of(image: &ResolvedImage, index: usize, ratio: u64) -> Self {
+        let desc = &image.manifest.layers()[index];
+        Self {
+            diff_id: image
+                .config
+                .rootfs()
+                .diff_ids()
+                .get(index)
+                .map(|d| d.to_string()),
+            max_bytes: desc
+                .size()
+                .saturating_mul(ratio)
+                .saturating_add(EXPANSION_SLACK),
+            ratio,
+        }
+    }
+}
+
+/// A layer's uncompressed stream held to its [`LayerCheck`]: reading past
+/// the allowed size, or reaching the end with another diff ID, is an
+/// error of the read.
+struct Checked<R> {
+    inner: R,
+    check: LayerCheck,
+    hasher: Sha256,
+    read: u64,
+    done: bool,
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+        let n = self.inner.read(buf)?;
+        if n == 0 {
+            if !self.done {
+                self.done = true;
+                let found = format!("sha256:{}", hex::encode(self.hasher.clone().finalize()));
+                if let Some(want) = &self.check.diff_id {
+                    if &found != want {
+                        return Err(invalid(format!(
+                            "its uncompressed content hashes to {found}, the config's diff_ids \
+                             say {want}"
+                        )));
+                    }
+                }
+            }
+            return Ok(0);
+        }
+        self.read += n as u64;
+        if self.read > self.check.max_bytes {
+            return Err(invalid(format!(
+                "it expands beyond {} bytes ({} times its compressed size plus {} MiB)",
+                self.check.max_bytes,
+                self.check.ratio,
+                EXPANSION_SLACK >> 20
+            )));
+        }
+        self.hasher.update(&buf[..n]);
+        Ok(n)
     }
 }
 
 /// A decompressing reader for a layer of the descriptor's media type.
 /// Compressed layers are decompressed on a thread of their own, ahead of
 /// the reader ([`ReadAhead`]).
+/// The layer's diff ID is checked and its expansion bounded by `check`
+/// for compressed layers (an uncompressed layer's diff ID is its digest,
+/// verified with the blob).
 pub(crate) fn decompressor(
     desc: &Descriptor,
     r: impl std::io::BufRead + Send + 'static,
+    check: LayerCheck,
 ) -> Result<Box<dyn Read + Send>> {
     let docker_gzip = "application/vnd.docker.image.rootfs.diff.tar.gzip";
     let docker_tar = "application/vnd.docker.image.rootfs.diff.tar";
+    let checked = |inner: Box<dyn Read + Send>| -> Box<dyn Read + Send> {
+        Box::new(ReadAhead::new(Checked {
+            inner,
+            check,
+            hasher: Sha256::new(),
+            read: 0,
+            done: false,
+        }))
+    };
     Ok(match desc.media_type() {
         MediaType::ImageLayerGzip | MediaType::ImageLayerNonDistributableGzip => {
-            Box::new(ReadAhead::new(flate2::bufread::GzDecoder::new(r)))
+            checked(Box::new(flate2::bufread::GzDecoder::new(r)))
         }
-        MediaType::ImageLayerZstd | MediaType::ImageLayerNonDistributableZstd => {
-            Box::new(ReadAhead::new(
-                zstd::stream::read::Decoder::with_buffer(r).map_err(|e| Error::BadLayer {
-                    digest: desc.digest().to_string(),
-                    reason: format!("zstd: {e}"),
-                })?,
-            ))
-        }
+        MediaType::ImageLayerZstd | MediaType::ImageLayerNonDistributableZstd => checked(Box::new(
+            zstd::stream::read::Decoder::with_buffer(r).map_err(|e| Error::BadLayer {
+                digest: desc.digest().to_string(),
+                reason: format!("zstd: {e}"),
+            })?,
+        )),
         MediaType::ImageLayer | MediaType::ImageLayerNonDistributable => Box::new(r),
         MediaType::Other(t) if t == docker_gzip => {
-            Box::new(ReadAhead::new(flate2::bufread::GzDecoder::new(r)))
+            checked(Box::new(flate2::bufread::GzDecoder::new(r)))
         }
         MediaType::Other(t) if t == docker_tar => Box::new(r),
         other => {
@@ -325,6 +453,96 @@ pub struct TaggedImage {
     pub manifest_digest: String,
 }
 
+/// A written image whose tag is not in the layout's index yet: the caller
+/// records the build first and tags last ([`PendingTag::apply`]), so that
+/// an interrupted build leaves no tag behind, only unreferenced blobs for
+/// [`prune_abandoned`]. Dropped unapplied, the image stays untagged.
+#[derive(Debug, Clone)]
+pub struct PendingTag {
+    oci: PathBuf,
+    tag: String,
+    descriptor: Descriptor,
+}
+
+impl PendingTag {
+    /// The tag it will set.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The same image under another tag.
+    pub fn retagged(&self, tag: &str) -> PendingTag {
+        let mut descriptor = self.descriptor.clone();
+        let mut annotations = descriptor.annotations().clone().unwrap_or_default();
+        annotations.insert(TAG_ANNOTATION.to_string(), tag.to_string());
+        descriptor.set_annotations(Some(annotations));
+        PendingTag {
+            oci: self.oci.clone(),
+            tag: tag.to_string(),
+            descriptor,
+        }
+    }
+
+    /// Points the tag at the image (replacing what it named), in one
+    /// atomic write of `index.json`.
+    pub fn apply(self) -> Result<()> {
+        let layout = Layout::open(&self.oci)?;
+        let mut index = layout.index()?;
+        let mut manifests: Vec<Descriptor> = index
+            .manifests()
+            .iter()
+            .filter(|d| {
+                d.annotations()
+                    .as_ref()
+                    .and_then(|a| a.get(TAG_ANNOTATION))
+                    .is_none_or(|t| t != &self.tag)
+            })
+            .cloned()
+            .collect();
+        manifests.push(self.descriptor);
+        index.set_manifests(manifests);
+        write_index(&self.oci, &index)
+    }
+}
+
+/// Writes `manifest` into the layout as the image `tag`: tagged at once,
+/// or with `defer`, written as a blob only and tagged by the returned
+/// [`PendingTag`].
+pub(crate) fn write_manifest(
+    ocidir: &ocidir::OciDir,
+    oci: &Path,
+    manifest: ImageManifest,
+    tag: &str,
+    defer: bool,
+) -> Result<(Descriptor, Option<PendingTag>)> {
+    let layout_err = |source| Error::Layout {
+        path: oci.to_path_buf(),
+        source,
+    };
+    let platform = oci_spec::image::Platform::default();
+    if !defer {
+        let desc = ocidir
+            .insert_manifest(manifest, Some(tag), platform)
+            .map_err(layout_err)?;
+        return Ok((desc, None));
+    }
+    let mut desc = ocidir
+        .write_json_blob(&manifest, MediaType::ImageManifest)
+        .map_err(layout_err)?
+        .platform(platform)
+        .build()
+        .map_err(|e| Error::InvalidOption(format!("building OCI document: {e}")))?;
+    let mut annotations = desc.annotations().clone().unwrap_or_default();
+    annotations.insert(TAG_ANNOTATION.to_string(), tag.to_string());
+    desc.set_annotations(Some(annotations));
+    let pending = PendingTag {
+        oci: oci.to_path_buf(),
+        tag: tag.to_string(),
+        descriptor: desc.clone(),
+    };
+    Ok((desc, Some(pending)))
+}
+
 /// What [`prune`] removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Pruned {
@@ -332,6 +550,43 @@ pub struct Pruned {
     pub blobs: usize,
     /// Bytes freed.
     pub bytes: u64,
+}
+
+/// The manifest digest of an image of an OCI layout once its manifest and
+/// config are verified and every layer blob is present at its size. No
+/// layer is read: what a no-op check or an inspect can afford.
+pub fn check_present(image: &crate::ImageRef) -> Result<String> {
+    let (layout, resolved) = open_image(image)?;
+    for l in resolved.manifest.layers() {
+        layout.check_blob_size(l)?;
+    }
+    Ok(resolved.manifest_digest)
+}
+
+/// The manifest digest of an image of an OCI layout once every blob it
+/// names is present and hashes to its digest (the layers in parallel).
+pub fn verify(image: &crate::ImageRef) -> Result<String> {
+    use rayon::prelude::*;
+    let (layout, resolved) = open_image(image)?;
+    resolved
+        .manifest
+        .layers()
+        .par_iter()
+        .try_for_each(|l| layout.verify_blob(l))?;
+    Ok(resolved.manifest_digest)
+}
+
+fn open_image(image: &crate::ImageRef) -> Result<(Layout, ResolvedImage)> {
+    match image {
+        crate::ImageRef::Oci { dir, tag } => {
+            let layout = Layout::open(dir)?;
+            let resolved = layout.resolve(tag.as_deref())?;
+            Ok((layout, resolved))
+        }
+        crate::ImageRef::Docker { .. } => Err(Error::InvalidOption(format!(
+            "{image}: only images of an OCI layout are checked in place"
+        ))),
+    }
 }
 
 /// The tagged images of the layout `oci`, sorted by tag.
@@ -376,6 +631,36 @@ pub fn remove_tag(oci: &Path, tag: &str) -> Result<bool> {
     index.set_manifests(kept);
     write_index(oci, &index)?;
     Ok(true)
+}
+
+/// [`prune`] for a store that may not exist yet: what a workdir's next
+/// writer does first, so that blobs a killed or failed write left
+/// (a pull, a derive on a full disk) do not stay.
+pub fn prune_abandoned(oci: &Path) -> Result<Pruned> {
+    if !oci.join("oci-layout").is_file() {
+        return Ok(Pruned::default());
+    }
+    // A store that cannot be read whole (a manifest blob corrupt) is left
+    // as it is: the image that needs it will say what is wrong.
+    let pruned = match prune(oci) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(
+                "not removing abandoned blobs: {}",
+                crate::error::chain(&e)
+            );
+            return Ok(Pruned::default());
+        }
+    };
+    if pruned.blobs > 0 {
+        tracing::info!(
+            "removed {} abandoned blobs ({} bytes) from {}",
+            pruned.blobs,
+            pruned.bytes,
+            oci.display()
+        );
+    }
+    Ok(pruned)
 }
 
 /// Deletes the blobs of the layout `oci` that no image in its index uses.

@@ -18,6 +18,8 @@
 //! - [`import`](mod@import): image → commit, including derived (non-ostree) layers with OCI
 //!   whiteouts; refuses corrupt or hostile input.
 //! - [`inspect`](mod@inspect): labels, layers, packages of an image; the diff of two images.
+//! - [`labels`]: label names and the validated values read from them
+//!   (`OsName`, `OcpVersion`, `Version`, …): images are untrusted input.
 //! - [`transport`]: image references, push and pull with skopeo.
 //! - `layout`: verified reading of OCI layouts; tags and pruning of the
 //!   shared blob store.
@@ -34,6 +36,7 @@ pub mod encapsulate;
 mod error;
 pub mod import;
 pub mod inspect;
+pub mod labels;
 mod layout;
 mod tarball;
 pub mod transport;
@@ -49,5 +52,7 @@ pub use encapsulate::{
 pub use error::{Error, Result};
 pub use import::{import, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
-pub use layout::{list_tags, prune, remove_tag, Pruned, TaggedImage, TAG_ANNOTATION};
+pub use labels::{CommitId, KernelVersion, OcpVersion, OsName, Version};
+pub use layout::{
+    check_present, PendingTag, DEFAULT_MAX_EXPANSION, list_tags, prune, prune_abandoned, remove_tag, verify, Pruned, TaggedImage, TAG_ANNOTATION};
 pub use transport::{pull, push, ImageRef, TransportOptions};

@@ -159,6 +159,10 @@ pub fn push(src: &ImageRef, dest: &ImageRef, opts: &TransportOptions) -> Result<
 
 /// Pulls `src` into the layout `dir` as `tag`; returns the local reference.
 pub fn pull(src: &ImageRef, dir: &Path, tag: &str, opts: &TransportOptions) -> Result<ImageRef> {
+    // skopeo writes blobs before the index: into a layout that exists, a
+    // failed copy leaves only unreferenced blobs (for `prune`), never a
+    // directory of blobs that is no layout at all.
+    crate::layout::Layout::ocidir(dir)?;
     let dest = ImageRef::oci(dir, tag);
     copy(src, &dest, opts)?;
     Ok(dest)

@@ -175,3 +175,50 @@ fn hostile_derived_layers_are_refused() {
         s.assert_untouched();
     }
 }
+
+/// The config's diff_ids were never checked: a layer whose uncompressed
+/// content is not what the config says imported as if it were.
+#[test]
+fn a_layer_whose_content_is_not_its_diff_id_is_refused() {
+    let s = setup();
+    let (mut manifest, mut config) = manifest_and_config(&s.oci, "base");
+    let ids = config.rootfs_mut().diff_ids_mut();
+    ids[2] = format!("sha256:{}", "0".repeat(64));
+    retag(&s.oci, "wrong-diffid", &mut manifest, &config);
+    let err = s.import("wrong-diffid").unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::BadLayer { .. }), "{text}");
+    assert!(text.contains("diff_ids"), "{text}");
+    s.assert_untouched();
+
+    // A derived layer too (the base reused from the repository).
+    let s = setup();
+    let tar = raw_tar(&[Entry::Dir("usr/"), Entry::File("usr/x", b"x")]);
+    append_raw_layer(&s.oci, "base", "derived", &tar, None);
+    let (mut manifest, mut config) = manifest_and_config(&s.oci, "derived");
+    let last = config.rootfs().diff_ids().len() - 1;
+    config.rootfs_mut().diff_ids_mut()[last] = format!("sha256:{}", "1".repeat(64));
+    retag(&s.oci, "derived-wrong", &mut manifest, &config);
+    let err = s.import("derived-wrong").unwrap_err();
+    assert!(err.to_string().contains("diff_ids"), "{err}");
+}
+
+/// A 2 MB layer wrote 2.4 GB into the workdir: how far a layer may expand
+/// is bounded by its compressed size (`max_expansion`).
+#[test]
+fn a_layer_that_expands_beyond_its_bound_is_refused() {
+    let s = setup();
+    // 80 MiB of zeros: about 80 KiB of gzip, allowed 64 MiB + 100 x 80 KiB.
+    let zeros = vec![0u8; 80 << 20];
+    let tar = raw_tar(&[Entry::Dir("usr/"), Entry::File("usr/zeros", &zeros)]);
+    append_raw_layer(&s.oci, "base", "bomb", &tar, None);
+    let err = s.import("bomb").unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("expands beyond"), "{text}");
+    s.assert_untouched();
+
+    // Allowed when the caller says so.
+    let mut o = ImportOptions::default();
+    o.max_expansion = 2000;
+    import(&ImageRef::oci(&s.oci, "bomb"), &s.target, &o).unwrap();
+}

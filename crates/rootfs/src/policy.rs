@@ -84,13 +84,15 @@ pub struct PolicyError {
 
 impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One line: the `error:` line of a CI log names every offender.
         write!(
             f,
-            "{} package(s) break the input policy:",
+            "{} package(s) break the input policy: ",
             self.violations.len()
         )?;
-        for v in &self.violations {
-            write!(f, "\n  {} from repo {}: {}", v.nevra, v.repo, v.rule)?;
+        for (i, v) in self.violations.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "; " };
+            write!(f, "{sep}{} from repo {}: {}", v.nevra, v.repo, v.rule)?;
         }
         Ok(())
     }

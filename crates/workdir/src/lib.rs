@@ -65,6 +65,14 @@ impl Workdir {
     }
 
     /// The workdir's ostree repository (bare-user), created when missing.
+    /// Points the ref `name` of the workdir's repository at `commit`: the
+    /// last step of a build, after its record.
+    pub fn set_ref(&self, name: &str, commit: &str) -> Result<()> {
+        self.ostree_repo()?
+            .set_ref_immediate(None, name, Some(commit), ostree::gio::Cancellable::NONE)
+            .with_context(|| format!("pointing {name} at {commit}"))
+    }
+
     pub fn ostree_repo(&self) -> Result<ostree::Repo> {
         let path = self.repo();
         let repo = ostree::Repo::new_for_path(&path);
@@ -116,7 +124,18 @@ impl Workdir {
             }
         }
         // Staging left by a build that was killed: nobody else writes
-        // while we hold the lock, so whatever is in tmp/ is abandoned.
+        // while we hold the lock, so whatever is in tmp/ is abandoned, and
+        // so are the ostree repository's own staging directories (an
+        // import killed or failed before its transaction ended).
+        let repo_tmp = self.repo().join("tmp");
+        if let Ok(entries) = std::fs::read_dir(&repo_tmp) {
+            for entry in entries.flatten() {
+                if entry.file_name().to_string_lossy().starts_with("staging-") {
+                    tracing::debug!("removing abandoned {}", entry.path().display());
+                    let _ = std::fs::remove_dir_all(entry.path());
+                }
+            }
+        }
         let tmp = self.root.join("tmp");
         for entry in
             std::fs::read_dir(&tmp).with_context(|| format!("reading {}", tmp.display()))?

@@ -1,0 +1,288 @@
+//! The image format's vocabulary: the label names strata and ostree-ext
+//! clients read, and the validated values that may leave an image.
+//!
+//! Labels come from whoever built the image, so they are untrusted input.
+//! A value that reaches a path (the stateroot, the build directory), a
+//! file's content (a BLS entry, a GRUB title) or a command line becomes
+//! one of the newtypes here when it is read, and code that builds those
+//! things takes the newtype, never a `String`. Each type admits only the
+//! grammar its value has in RHCOS: no `/`, no `..`, no whitespace, no
+//! control characters. Refusals name the label and show the value escaped.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Label: the ostree commit checksum.
+pub const LABEL_COMMIT: &str = "ostree.commit";
+/// Label: diff ID of the last ostree layer.
+pub const LABEL_FINAL_DIFFID: &str = "ostree.final-diffid";
+/// Label: the image is bootable by ostree.
+pub const LABEL_BOOTABLE: &str = "ostree.bootable";
+/// Label: the image is a bootc image.
+pub const LABEL_BOOTC: &str = "containers.bootc";
+/// Label: the kernel version.
+pub const LABEL_LINUX: &str = "ostree.linux";
+/// Label: the image version (OCI standard annotation key).
+pub const LABEL_VERSION: &str = "org.opencontainers.image.version";
+/// Label: the ostree osname (stateroot) nodes deploy the image under.
+pub const LABEL_OSNAME: &str = "com.coreos.osname";
+/// Label: the OpenShift release a derived image belongs to (`4.13`).
+pub const LABEL_OPENSHIFT_VERSION: &str = "com.coreos.openshift-version";
+/// Label: the versions the cluster-version operator reads
+/// (`machine-os=<version>`).
+pub const LABEL_BUILD_VERSIONS: &str = "io.openshift.build.versions";
+
+/// A value that can be read from a label, with the rule it must follow.
+pub trait LabelValue: Sized {
+    /// The grammar, in words, for error messages.
+    const RULE: &'static str;
+    /// The value, if `text` follows the rule.
+    fn parse_value(text: &str) -> Option<Self>;
+}
+
+/// The label `name` of `labels` as a `T`: `None` when the image does not
+/// carry it, an error naming the label and its (escaped) value when it
+/// breaks `T`'s rule.
+pub fn label<T: LabelValue>(labels: &BTreeMap<String, String>, name: &str) -> Result<Option<T>> {
+    labels
+        .get(name)
+        .map(|v| {
+            T::parse_value(v).ok_or_else(|| Error::BadLabel {
+                label: name.to_string(),
+                value: v.clone(),
+                rule: T::RULE,
+            })
+        })
+        .transpose()
+}
+
+/// `value`, found where `what` says (a kernel directory of a commit, a
+/// field of commit metadata), as a `T`, or an error naming both.
+pub fn checked<T: LabelValue>(what: &str, value: &str) -> Result<T> {
+    T::parse_value(value).ok_or_else(|| Error::BadValue {
+        what: what.to_string(),
+        value: value.to_string(),
+        rule: T::RULE,
+    })
+}
+
+macro_rules! text_newtype {
+    ($(#[$doc:meta])* $name:ident, $rule:expr, $check:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl TryFrom<String> for $name {
+            type Error = Error;
+            fn try_from(s: String) -> Result<Self> {
+                s.parse()
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.0
+            }
+        }
+
+        impl $name {
+            /// The value as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl LabelValue for $name {
+            const RULE: &'static str = $rule;
+            fn parse_value(text: &str) -> Option<Self> {
+                let check: fn(&str) -> bool = $check;
+                check(text).then(|| Self(text.to_string()))
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = Error;
+            fn from_str(s: &str) -> Result<Self> {
+                checked(stringify!($name), s)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+text_newtype!(
+    /// An ostree osname (stateroot), e.g. `rhcos`: `[a-z0-9_-]+`, at most
+    /// 64 characters. It names a directory of every node's sysroot.
+    OsName,
+    "an osname ([a-z0-9_-], 1 to 64 characters)",
+    |s| (1..=64).contains(&s.len())
+        && s
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+);
+
+text_newtype!(
+    /// An OpenShift release, `MAJOR.MINOR` (`4.13`), each part a number of
+    /// at most 4 digits without a leading zero.
+    OcpVersion,
+    "an OpenShift release MAJOR.MINOR (e.g. 4.13)",
+    |s| {
+        let number = |p: &str| {
+            (1..=4).contains(&p.len())
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && !(p.len() > 1 && p.starts_with('0'))
+        };
+        matches!(s.split_once('.'), Some((a, b)) if number(a) && number(b))
+    }
+);
+
+text_newtype!(
+    /// A build version (`8.6.20261202-0`, `413.86.202612020930-0`,
+    /// `4.19.0-okd-scos.1`): it names build directories and artifacts, so
+    /// it is one path component of `[A-Za-z0-9._+~-]`, starting with a
+    /// letter or digit, at most 128 characters.
+    Version,
+    "a version ([A-Za-z0-9._+~-], starting with a letter or digit, at most 128 characters)",
+    version_like
+);
+
+text_newtype!(
+    /// A kernel version as a directory of `/usr/lib/modules` names it
+    /// (`4.18.0-372.9.1.el8.x86_64`): the same grammar as [`Version`]. It
+    /// reaches BLS entries and boot paths.
+    KernelVersion,
+    "a kernel version ([A-Za-z0-9._+~-], starting with a letter or digit, at most 128 characters)",
+    version_like
+);
+
+text_newtype!(
+    /// An ostree commit checksum: 64 lowercase hexadecimal digits.
+    CommitId,
+    "an ostree commit checksum (64 lowercase hex digits)",
+    |s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+);
+
+fn version_like(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && s.as_bytes()[0].is_ascii_alphanumeric()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'~' | b'-'))
+}
+
+/// Text safe to put on one line of a file or a terminal: control
+/// characters (newlines, escapes) are shown escaped, as `{:?}` would,
+/// everything else is kept. For values that are only ever displayed, such
+/// as an os-release NAME in a boot menu title.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok<T: LabelValue>(s: &str) -> bool {
+        T::parse_value(s).is_some()
+    }
+
+    #[test]
+    fn osnames() {
+        for good in ["rhcos", "scos", "fedora-coreos", "os_1"] {
+            assert!(ok::<OsName>(good), "{good}");
+        }
+        for bad in [
+            "", "../../X", "a/b", "RHCOS", "a b", ".", "..", "x\n", &"a".repeat(65),
+        ] {
+            assert!(!ok::<OsName>(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn openshift_versions() {
+        for good in ["4.13", "4.9", "10.0", "4.1000"] {
+            assert!(ok::<OcpVersion>(good), "{good}");
+        }
+        for bad in [
+            "", "4", "4.13.1", "4.13/../../X", "4.13\noptions init=/bin/sh", "04.13", "4.x",
+            "4.", ".13", "4.13 ", "4.99999",
+        ] {
+            assert!(!ok::<OcpVersion>(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn versions() {
+        for good in [
+            "8.6.20261202-0",
+            "413.86.202612020930-0",
+            "9.6.20250101-12",
+            "4.19.0-okd-scos.1",
+            "1.0~rc1+git",
+        ] {
+            assert!(ok::<Version>(good), "{good}");
+            assert!(ok::<KernelVersion>(good), "{good}");
+        }
+        for bad in [
+            "", ".", "..", "../x", "a/b", "-rf", ".hidden", "1.0 beta", "1\n2", "1\t", "1;2",
+            &"9".repeat(129),
+        ] {
+            assert!(!ok::<Version>(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn commit_ids() {
+        assert!(ok::<CommitId>(&"ab".repeat(32)));
+        for bad in ["", "../x", &"AB".repeat(32), &"a".repeat(63), &"g".repeat(64)] {
+            assert!(!ok::<CommitId>(bad), "{bad:?}");
+        }
+    }
+
+    /// A label that breaks its rule is refused naming the label and its
+    /// value, escaped so that a newline cannot start a line of its own.
+    #[test]
+    fn refusals_name_label_and_value() {
+        let mut labels = BTreeMap::new();
+        labels.insert(LABEL_OPENSHIFT_VERSION.to_string(), "4.13\noptions init=/bin/sh".into());
+        let err = label::<OcpVersion>(&labels, LABEL_OPENSHIFT_VERSION).unwrap_err();
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "image label com.coreos.openshift-version=\"4.13\\noptions init=/bin/sh\" \
+             is not an OpenShift release MAJOR.MINOR (e.g. 4.13)"
+        );
+        assert!(!text.contains('\n'));
+        assert_eq!(label::<OsName>(&labels, LABEL_OSNAME).unwrap(), None);
+    }
+
+    #[test]
+    fn one_line_escapes_controls() {
+        assert_eq!(one_line("Red Hat\n\x1b[2J"), "Red Hat\\n\\u{1b}[2J");
+        assert_eq!(one_line("Red Hat Enterprise Linux CoreOS"), "Red Hat Enterprise Linux CoreOS");
+    }
+}
