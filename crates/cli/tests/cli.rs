@@ -197,12 +197,17 @@ fn inspect_and_diff_of_a_hostile_image_escape_it_and_write_nothing() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
         assert!(!stdout.contains('\x1b'), "{args:?}: {stdout}");
         assert!(
-            !stdout.lines().any(|l| l.starts_with("options") || l.trim() == "evil-line"),
+            !stdout
+                .lines()
+                .any(|l| l.starts_with("options") || l.trim() == "evil-line"),
             "{args:?}: {stdout}"
         );
         if args.contains(&"--json") {
             let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-            assert_eq!(v["labels"]["com.coreos.openshift-version"], "4.13\noptions init=/bin/sh");
+            assert_eq!(
+                v["labels"]["com.coreos.openshift-version"],
+                "4.13\noptions init=/bin/sh"
+            );
         }
     }
     assert!(std::fs::read_dir(&cwd).unwrap().next().is_none());

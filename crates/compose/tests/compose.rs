@@ -555,7 +555,10 @@ fn the_no_op_check_repairs_the_ref_and_rebuilds_what_is_gone() {
     ostree(&["refs", "--delete", &r.ostree_ref]);
     let again = compose_in(w.path(), &demo_manifest()).unwrap();
     assert!(!again.changed);
-    assert_eq!(ostree(&["rev-parse", &r.ostree_ref]).trim(), r.ostree_commit);
+    assert_eq!(
+        ostree(&["rev-parse", &r.ostree_ref]).trim(),
+        r.ostree_commit
+    );
 
     // A layer blob of the recorded image gone: rebuilt, and whole.
     let info = strata_oscontainer::inspect(
@@ -571,25 +574,27 @@ fn the_no_op_check_repairs_the_ref_and_rebuilds_what_is_gone() {
     let rebuilt = compose_in(w.path(), &demo_manifest()).unwrap();
     assert!(rebuilt.changed);
     let image = strata_oscontainer::ImageRef::parse(&rebuilt.image, None).unwrap();
-    assert_eq!(
-        strata_oscontainer::verify(&image).unwrap(),
-        rebuilt.digest
-    );
+    assert_eq!(strata_oscontainer::verify(&image).unwrap(), rebuilt.digest);
 
     // The commit pruned away: rebuilt, and the ref follows the record.
     ostree(&["refs", "--delete", &r.ostree_ref]);
     ostree(&["prune", "--refs-only", "--depth=0"]);
-    assert!(Command::new("ostree")
-        .arg(&repo)
-        .args(["show", &rebuilt.ostree_commit])
-        .output()
-        .unwrap()
-        .status
-        .code()
-        != Some(0));
+    assert!(
+        Command::new("ostree")
+            .arg(&repo)
+            .args(["show", &rebuilt.ostree_commit])
+            .output()
+            .unwrap()
+            .status
+            .code()
+            != Some(0)
+    );
     let third = compose_in(w.path(), &demo_manifest()).unwrap();
     assert!(third.changed);
-    assert_eq!(ostree(&["rev-parse", &r.ostree_ref]).trim(), third.ostree_commit);
+    assert_eq!(
+        ostree(&["rev-parse", &r.ostree_ref]).trim(),
+        third.ostree_commit
+    );
     let fsck = ostree(&["fsck"]);
     assert!(fsck.contains("no errors"), "{fsck}");
 }

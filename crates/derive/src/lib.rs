@@ -973,7 +973,9 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
             let import_tag = format!("{tag}.importing");
             let mut tagged = derived.pending_tag.clone();
             let imported = (|| -> Result<String> {
-                let pending = tagged.take().context("the derived image has no pending tag")?;
+                let pending = tagged
+                    .take()
+                    .context("the derived image has no pending tag")?;
                 pending.retagged(&import_tag).apply()?;
                 let mut iopts = strata_oscontainer::ImportOptions::default();
                 iopts.reuse_base = true;

@@ -666,10 +666,7 @@ fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() 
             )
             .unwrap_err()
         );
-        assert!(
-            e.contains(&format!("image label {name}={value:?}")),
-            "{e}"
-        );
+        assert!(e.contains(&format!("image label {name}={value:?}")), "{e}");
         assert!(!e.contains('\n'), "{e}");
         let top: Vec<_> = std::fs::read_dir(around.path().join("a"))
             .unwrap()

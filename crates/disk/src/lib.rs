@@ -173,9 +173,20 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         kernel_of(&repo, &id.ostree_commit).with_context(|| format!("image {}", id.image))?;
     tracing::info!(commit = %id.ostree_commit, kernel = %kver, "deploying");
 
+    let map = IdMap::for_this_process()?;
+    if map != IdMap::Identity {
+        // Named before the deployment, which would only say `fchown`.
+        if let Some((path, uid, gid)) = owner_beyond(&repo, &id.ostree_commit, &map)? {
+            bail!(
+                "image {}: {path} belongs to {uid}:{gid}, which this build cannot map ({})",
+                id.image,
+                map.advice()
+            );
+        }
+    }
     let staging = w.staging("disk")?;
     let ns = Namespace {
-        map: IdMap::for_this_process()?,
+        map,
         worker: &opts.worker,
         scratch: staging.path(),
     };
@@ -688,6 +699,44 @@ fn commit_timestamp(repo: &ostree::Repo, commit: &str) -> Result<i64> {
         .load_variant(ostree::ObjectType::Commit, commit)
         .with_context(|| format!("loading commit {commit}"))?;
     Ok(ostree::commit_get_timestamp(&v) as i64)
+}
+
+/// The first path of `commit` (parents before children) whose owner `map`
+/// does not cover, with that owner.
+fn owner_beyond(
+    repo: &ostree::Repo,
+    commit: &str,
+    map: &IdMap,
+) -> Result<Option<(String, u32, u32)>> {
+    let cancel = gio::Cancellable::NONE;
+    let (root, _) = repo
+        .read_commit(commit, cancel)
+        .with_context(|| format!("reading commit {commit}"))?;
+    let attrs = "standard::name,standard::type,unix::uid,unix::gid";
+    let mut stack = vec![(root, String::new())];
+    while let Some((dir, path)) = stack.pop() {
+        let children = dir
+            .enumerate_children(attrs, gio::FileQueryInfoFlags::NOFOLLOW_SYMLINKS, cancel)
+            .with_context(|| format!("listing /{path} of {commit}"))?;
+        while let Some(info) = children
+            .next_file(cancel)
+            .with_context(|| format!("listing /{path} of {commit}"))?
+        {
+            let name = info.name().to_string_lossy().into_owned();
+            let child = format!("{path}/{name}");
+            let (uid, gid) = (
+                info.attribute_uint32("unix::uid"),
+                info.attribute_uint32("unix::gid"),
+            );
+            if !map.covers(uid, gid) {
+                return Ok(Some((child, uid, gid)));
+            }
+            if info.file_type() == gio::FileType::Directory {
+                stack.push((dir.child(&name), child));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The kernel version of the commit: `/usr/lib/modules/<kver>/vmlinuz`.

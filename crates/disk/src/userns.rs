@@ -85,6 +85,32 @@ impl IdMap {
         })
     }
 
+    /// Whether files owned by `uid`:`gid` can exist in the namespace.
+    pub fn covers(&self, uid: u32, gid: u32) -> bool {
+        match self {
+            IdMap::Identity => uid < 65536 && gid < 65536,
+            IdMap::Subordinate { uids, gids } => uid <= uids.count && gid <= gids.count,
+            IdMap::Own => uid == 0 && gid == 0,
+        }
+    }
+
+    /// What to do about an owner the map does not cover, in words.
+    pub fn advice(&self) -> String {
+        match self {
+            IdMap::Subordinate { uids, gids } => format!(
+                "beyond the {} subordinate uids and {} gids /etc/subuid and /etc/subgid give \
+                 this user: give it larger ranges, or build as root",
+                uids.count, gids.count
+            ),
+            IdMap::Own => "an ordinary user maps the image's other users through subordinate \
+                 ids, which this user lacks: add ranges to /etc/subuid and /etc/subgid \
+                 (usermod --add-subuids/--add-subgids), install newuidmap (package uidmap), or \
+                 build as root"
+                .to_string(),
+            IdMap::Identity => "ids above 65535 are not mapped".to_string(),
+        }
+    }
+
     /// The `unshare` command that runs `program` in a fresh user and mount
     /// namespace with this map.
     fn unshare(&self) -> Command {
@@ -194,23 +220,12 @@ impl Namespace<'_> {
             (Some(Outcome::Ok { value }), Ok(_)) => {
                 serde_json::from_value(value).context("reading the worker's answer")
             }
-            (Some(Outcome::Err { message }), _) if message.contains("chown") => match &self.map {
-                IdMap::Subordinate { uids, gids } => bail!(
-                    "{message} (this image has files owned by ids beyond the {} subordinate \
-                     uids and {} gids /etc/subuid and /etc/subgid give this user: give it \
-                     larger ranges, or build as root)",
-                    uids.count,
-                    gids.count
-                ),
-                IdMap::Own => bail!(
-                    "{message} (this image has files owned by users other than root: as an \
-                     ordinary user, strata maps them through subordinate ids, which this user \
-                     lacks; add ranges to /etc/subuid and /etc/subgid (usermod \
-                     --add-subuids/--add-subgids), install newuidmap (package uidmap), or \
-                     build as root)"
-                ),
-                IdMap::Identity => bail!("{message}"),
-            },
+            (Some(Outcome::Err { message }), _) if message.contains("chown") => {
+                bail!(
+                    "{message} (an owner of the image's files {})",
+                    self.map.advice()
+                )
+            }
             (Some(Outcome::Err { message }), _) => bail!("{message}"),
             (_, Err(e)) => Err(e).context("the namespaced worker failed"),
             (_, Ok(_)) => bail!("the namespaced worker exited without a result"),

@@ -500,7 +500,10 @@ fn content_owned_by_system_users_keeps_its_owner() {
     let nobody = fresh_workdir("work-owned-nobody", 65534);
     let err = build_as(65534, &nobody, &image, "metal", None).unwrap_err();
     assert!(
-        err.contains("/etc/subuid") && err.contains("uidmap"),
+        err.contains("/etc/subuid")
+            && err.contains("uidmap")
+            && err.contains("/usr/share/polkit-1/rules.d")
+            && err.contains("belongs to 998:0"),
         "{err}"
     );
     assert_eq!(listing(&nobody.join("tmp")), Vec::<String>::new());
@@ -631,14 +634,19 @@ fn hostile_labels_are_refused_and_nothing_is_written_outside_the_workdir() {
         let mut opts = strata_oscontainer::DeriveOptions::default();
         opts.labels.insert(name.into(), value.into());
         if name != "org.opencontainers.image.version" {
-            opts.labels
-                .insert("org.opencontainers.image.version".into(), OCP_VERSION.into());
+            opts.labels.insert(
+                "org.opencontainers.image.version".into(),
+                OCP_VERSION.into(),
+            );
         }
         strata_oscontainer::append_layers(
             &w.join("oci"),
             base,
             tag,
-            &[strata_oscontainer::DerivedLayer::new(empty.path(), "nothing")],
+            &[strata_oscontainer::DerivedLayer::new(
+                empty.path(),
+                "nothing",
+            )],
             &opts,
         )
         .unwrap();

@@ -23,9 +23,7 @@ use std::io::BufWriter;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use oci_spec::image::{
-    DescriptorBuilder, HistoryBuilder, ImageManifestBuilder, MediaType,
-};
+use oci_spec::image::{DescriptorBuilder, HistoryBuilder, ImageManifestBuilder, MediaType};
 use rayon::prelude::*;
 use serde::Serialize;
 

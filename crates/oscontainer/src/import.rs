@@ -33,7 +33,7 @@ use sha2::{Digest as _, Sha256};
 use crate::commit::{self, hex_checksum};
 use crate::encapsulate::{parse_rfc3339, LABEL_COMMIT, LABEL_FINAL_DIFFID, LABEL_VERSION};
 use crate::error::{Context, Error, Result};
-use crate::layout::{Layout, LayerCheck, ResolvedImage, DEFAULT_MAX_EXPANSION};
+use crate::layout::{LayerCheck, Layout, ResolvedImage, DEFAULT_MAX_EXPANSION};
 use crate::tarball::normalize_entry_path;
 use crate::transport::{ImageRef, TransportOptions};
 
@@ -198,7 +198,12 @@ fn import_layout(
             // Chunks first, then the commit layer (layer 0).
             let mut objects = ObjectImporter::new(&repo);
             let check = |i| LayerCheck::of(&image, i, opts.max_expansion);
-            for (i, l) in layers.iter().enumerate().take(split.last_ostree + 1).skip(1) {
+            for (i, l) in layers
+                .iter()
+                .enumerate()
+                .take(split.last_ostree + 1)
+                .skip(1)
+            {
                 objects.import_layer(&layout, l, check(i), false)?;
             }
             objects.import_layer(&layout, &layers[0], check(0), true)?;

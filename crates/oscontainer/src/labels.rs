@@ -216,7 +216,15 @@ mod tests {
             assert!(ok::<OsName>(good), "{good}");
         }
         for bad in [
-            "", "../../X", "a/b", "RHCOS", "a b", ".", "..", "x\n", &"a".repeat(65),
+            "",
+            "../../X",
+            "a/b",
+            "RHCOS",
+            "a b",
+            ".",
+            "..",
+            "x\n",
+            &"a".repeat(65),
         ] {
             assert!(!ok::<OsName>(bad), "{bad:?}");
         }
@@ -228,8 +236,17 @@ mod tests {
             assert!(ok::<OcpVersion>(good), "{good}");
         }
         for bad in [
-            "", "4", "4.13.1", "4.13/../../X", "4.13\noptions init=/bin/sh", "04.13", "4.x",
-            "4.", ".13", "4.13 ", "4.99999",
+            "",
+            "4",
+            "4.13.1",
+            "4.13/../../X",
+            "4.13\noptions init=/bin/sh",
+            "04.13",
+            "4.x",
+            "4.",
+            ".13",
+            "4.13 ",
+            "4.99999",
         ] {
             assert!(!ok::<OcpVersion>(bad), "{bad:?}");
         }
@@ -248,7 +265,17 @@ mod tests {
             assert!(ok::<KernelVersion>(good), "{good}");
         }
         for bad in [
-            "", ".", "..", "../x", "a/b", "-rf", ".hidden", "1.0 beta", "1\n2", "1\t", "1;2",
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "-rf",
+            ".hidden",
+            "1.0 beta",
+            "1\n2",
+            "1\t",
+            "1;2",
             &"9".repeat(129),
         ] {
             assert!(!ok::<Version>(bad), "{bad:?}");
@@ -258,7 +285,13 @@ mod tests {
     #[test]
     fn commit_ids() {
         assert!(ok::<CommitId>(&"ab".repeat(32)));
-        for bad in ["", "../x", &"AB".repeat(32), &"a".repeat(63), &"g".repeat(64)] {
+        for bad in [
+            "",
+            "../x",
+            &"AB".repeat(32),
+            &"a".repeat(63),
+            &"g".repeat(64),
+        ] {
             assert!(!ok::<CommitId>(bad), "{bad:?}");
         }
     }
@@ -268,7 +301,10 @@ mod tests {
     #[test]
     fn refusals_name_label_and_value() {
         let mut labels = BTreeMap::new();
-        labels.insert(LABEL_OPENSHIFT_VERSION.to_string(), "4.13\noptions init=/bin/sh".into());
+        labels.insert(
+            LABEL_OPENSHIFT_VERSION.to_string(),
+            "4.13\noptions init=/bin/sh".into(),
+        );
         let err = label::<OcpVersion>(&labels, LABEL_OPENSHIFT_VERSION).unwrap_err();
         let text = err.to_string();
         assert_eq!(
@@ -283,6 +319,9 @@ mod tests {
     #[test]
     fn one_line_escapes_controls() {
         assert_eq!(one_line("Red Hat\n\x1b[2J"), "Red Hat\\n\\u{1b}[2J");
-        assert_eq!(one_line("Red Hat Enterprise Linux CoreOS"), "Red Hat Enterprise Linux CoreOS");
+        assert_eq!(
+            one_line("Red Hat Enterprise Linux CoreOS"),
+            "Red Hat Enterprise Linux CoreOS"
+        );
     }
 }

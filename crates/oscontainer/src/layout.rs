@@ -487,7 +487,16 @@ impl PendingTag {
     /// atomic write of `index.json`.
     pub fn apply(self) -> Result<()> {
         let layout = Layout::open(&self.oci)?;
-        let mut index = layout.index()?;
+        // The first image of a new layout has no index yet.
+        let mut index = if self.oci.join("index.json").exists() {
+            layout.index()?
+        } else {
+            oci_spec::image::ImageIndexBuilder::default()
+                .schema_version(2u32)
+                .manifests(Vec::new())
+                .build()
+                .map_err(|e| Error::InvalidOption(format!("building OCI document: {e}")))?
+        };
         let mut manifests: Vec<Descriptor> = index
             .manifests()
             .iter()
@@ -645,10 +654,7 @@ pub fn prune_abandoned(oci: &Path) -> Result<Pruned> {
     let pruned = match prune(oci) {
         Ok(p) => p,
         Err(e) => {
-            tracing::warn!(
-                "not removing abandoned blobs: {}",
-                crate::error::chain(&e)
-            );
+            tracing::warn!("not removing abandoned blobs: {}", crate::error::chain(&e));
             return Ok(Pruned::default());
         }
     };
