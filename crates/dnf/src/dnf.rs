@@ -525,7 +525,7 @@ impl Resolved<'_> {
         if let Some(list) = &self.incoming {
             let root = &self.options.install_root;
             let litter = LibdnfLitter::before_commit(root, list);
-            self.tx.commit(&self.goal)?;
+            self.tx.commit(&self.goal).map_err(|e| explain_full(root, e))?;
             litter.clean(root);
         }
         self.timings.install = start.elapsed();
@@ -539,6 +539,24 @@ impl Resolved<'_> {
             removed: std::mem::take(&mut self.removed),
             timings: self.timings,
         })
+    }
+}
+
+/// A failed transaction on a filesystem with less than 4 MiB free (or no
+/// free inode) is reported as what it is: rpm's own message does not say.
+fn explain_full(root: &Path, e: Error) -> Error {
+    let Ok(st) = rustix::fs::statvfs(root) else {
+        return e;
+    };
+    let free = st.f_bavail.saturating_mul(st.f_frsize);
+    let no_inodes = st.f_files > 0 && st.f_favail == 0;
+    if free >= 4 << 20 && !no_inodes {
+        return e;
+    }
+    Error::NoSpace {
+        root: root.to_path_buf(),
+        free_kib: free / 1024,
+        message: e.to_string(),
     }
 }
 

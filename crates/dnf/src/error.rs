@@ -68,6 +68,18 @@ pub enum Error {
     /// An install run in a child process failed.
     #[error("dnf child process {status}: {message}")]
     Child { status: String, message: String },
+
+    /// The rpm transaction failed with the install root's filesystem
+    /// (nearly) full: rpm itself says only "Error -1 running transaction".
+    #[error(
+        "installing into {}: no space left on its filesystem ({free_kib} KiB free): {message}",
+        root.display()
+    )]
+    NoSpace {
+        root: PathBuf,
+        free_kib: u64,
+        message: String,
+    },
 }
 
 impl Error {

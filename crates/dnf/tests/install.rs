@@ -368,3 +368,36 @@ fn symlinked_repo_key_is_followed() {
         .unwrap();
     resolved.download().unwrap();
 }
+
+/// rpm said only "Error -1 running transaction" when the install root's
+/// filesystem was full: the error now names the cause and the root.
+#[test]
+fn a_full_filesystem_is_named_as_the_cause() {
+    require_root();
+    let f = fixture();
+    let opts = f.options("full");
+    let root = opts.install_root.clone();
+    fs::create_dir_all(&root).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=160k", "strata-full"])
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs (needs root)");
+    let result = Dnf::new(opts, vec![f.base()])
+        .and_then(|mut dnf| dnf.install(&DepsolveRequest::install(["hello"])));
+    // Lazily: librpm may still hold the database it could not write.
+    let umounted = std::process::Command::new("umount")
+        .arg("--lazy")
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(umounted.success());
+    let err = result.unwrap_err();
+    assert!(matches!(err, Error::NoSpace { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("no space left") && text.contains(&root.display().to_string()),
+        "{text}"
+    );
+}
