@@ -212,3 +212,108 @@ fn inspect_and_diff_of_a_hostile_image_escape_it_and_write_nothing() {
     }
     assert!(std::fs::read_dir(&cwd).unwrap().next().is_none());
 }
+
+/// Records, tags, refs and build files of a workdir: what a killed
+/// command must leave as it was.
+fn workdir_state(w: &Path) -> (String, Vec<String>, String, Vec<String>) {
+    let builds = std::fs::read_to_string(w.join("builds/builds.json")).unwrap_or_default();
+    let tags = strata_oscontainer::list_tags(&w.join("oci"))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| format!("{} {}", t.tag, t.manifest_digest))
+        .collect();
+    let refs = strata_process::stdout(
+        Command::new("ostree")
+            .arg(format!("--repo={}", w.join("repo").display()))
+            .args(["refs", "--list"]),
+    )
+    .unwrap();
+    let mut files = Vec::new();
+    let mut stack = vec![w.join("builds")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                files.push(e.path().strip_prefix(w).unwrap().display().to_string());
+            }
+        }
+    }
+    files.sort();
+    (builds, tags, refs, files)
+}
+
+/// SIGKILL at several points of derive (installing; writing the layer and
+/// the commit) and of disk (deploying; writing the disks): the workdir's
+/// records, tags, refs and build files are what they were, and the next
+/// runs succeed and leave no staging behind.
+#[test]
+fn killed_derive_and_disk_leave_the_workdir_as_it_was() {
+    let f = Fixture::for_tests().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let w = d.path().join("w");
+    let out = compose_cmd(&f, &w).arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let base: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let base_tag = base["image"]
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_string();
+    let derive_cmd = || {
+        let mut cmd = strata();
+        cmd.arg("derive")
+            .arg("--workdir")
+            .arg(&w)
+            .args(["--base", &base_tag])
+            .arg(demo_manifest().with_file_name("ocp-4.13.yaml"))
+            .arg("--var")
+            .arg(format!("fixture={}", f.root.display()));
+        cmd
+    };
+    let before = workdir_state(&w);
+    for marker in ["installing", "unchanged copy-ups pruned"] {
+        kill_at(&mut derive_cmd(), marker);
+        assert_eq!(workdir_state(&w), before, "derive killed at {marker:?}");
+    }
+    let out = derive_cmd().arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let derived: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let image = derived["image"].as_str().unwrap().to_string();
+
+    let disk_cmd = || {
+        let mut cmd = strata();
+        cmd.arg("disk")
+            .arg("--workdir")
+            .arg(&w)
+            .args(["--image", &image, "--platform", "qemu"]);
+        cmd
+    };
+    let before = workdir_state(&w);
+    for marker in ["deploying", "deployed"] {
+        kill_at(&mut disk_cmd(), marker);
+        assert_eq!(workdir_state(&w), before, "disk killed at {marker:?}");
+    }
+    let out = disk_cmd().arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_dir(w.join("tmp")).unwrap().count(), 0);
+    assert_eq!(
+        strata_oscontainer::prune(&w.join("oci")).unwrap().blobs,
+        0,
+        "abandoned blobs removed"
+    );
+}

@@ -159,6 +159,7 @@ fn tail(s: &str, max: usize) -> &str {
 /// The worker's entry point: `JOB OUTCOME`. Exit code 0 on success, 1 when
 /// the job failed (the outcome says why), 2 on bad arguments.
 pub fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
+    strata_process::die_with_parent();
     let (Some(job), Some(outcome), None) = (args.next(), args.next(), args.next()) else {
         eprintln!("usage: strata-derive-worker JOB OUTCOME");
         return ExitCode::from(2);

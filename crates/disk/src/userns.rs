@@ -260,6 +260,7 @@ fn map_identity(pid: u32) -> std::io::Result<()> {
 
 /// The child side: `ARGS = JOB OUTCOME`. Exit 0 when the job worked.
 pub fn worker_main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    strata_process::die_with_parent();
     let args: Vec<OsString> = args.into_iter().collect();
     let [job, outcome] = args.as_slice() else {
         eprintln!("usage: <worker> JOB.json OUTCOME.json");

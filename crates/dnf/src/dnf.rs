@@ -525,7 +525,9 @@ impl Resolved<'_> {
         if let Some(list) = &self.incoming {
             let root = &self.options.install_root;
             let litter = LibdnfLitter::before_commit(root, list);
-            self.tx.commit(&self.goal).map_err(|e| explain_full(root, e))?;
+            self.tx
+                .commit(&self.goal)
+                .map_err(|e| explain_full(root, e))?;
             litter.clean(root);
         }
         self.timings.install = start.elapsed();

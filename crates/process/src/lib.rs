@@ -90,6 +90,19 @@ pub fn package_for(program: &str) -> Option<&'static str> {
         .map(|(_, pkg)| *pkg)
 }
 
+/// For a worker process: die (SIGKILL) with the strata process that
+/// started it, so that a killed build leaves no worker writing into the
+/// workdir its next writer cleans. The starting thread waits for the
+/// worker, so the signal (sent when that thread ends) means the build is
+/// gone. A worker whose parent is already gone exits at once.
+pub fn die_with_parent() {
+    use rustix::process::{getppid, set_parent_process_death_signal, Signal};
+    let _ = set_parent_process_death_signal(Some(Signal::KILL));
+    if getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+        std::process::exit(1);
+    }
+}
+
 /// Finds `program` on PATH, or fails naming the package to install.
 pub fn require(program: &str) -> Result<PathBuf, Error> {
     let path = std::env::var_os("PATH").unwrap_or_default();
