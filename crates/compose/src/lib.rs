@@ -280,7 +280,10 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     }
     files::enable_units(&root, &manifest.units)?;
     let accounts = passwd::split(&root)?;
-    files::set_os_release(&root, &[("OSTREE_VERSION", &version)])?;
+    files::normalize_os_release(&root)?;
+    let mut os_release = files::COREOS_VARIANT.to_vec();
+    os_release.push(("OSTREE_VERSION", &version));
+    files::set_os_release(&root, &os_release)?;
     tree::apply(&root)?;
 
     let pkg_entries: Vec<commit::PkgEntry> = packages

@@ -149,7 +149,15 @@ fn demo_base_follows_the_conventions() {
         );
     }
     assert!(read("usr/lib/os-release").contains("OSTREE_VERSION=\"8.6.20261015-0\""));
-    assert!(read("usr/lib/os-release").contains("VERSION_ID=\"8.6\""));
+    let os_release = read("usr/lib/os-release");
+    assert!(os_release.contains("VERSION_ID=\"8.6\""), "{os_release}");
+    // The base stays RHEL (its own ID) and is CoreOS to the MCO.
+    assert!(os_release.contains("ID=\"rhel\""), "{os_release}");
+    assert!(os_release.contains("VARIANT_ID=\"coreos\""), "{os_release}");
+    assert_eq!(
+        std::fs::read_link(tree.join("usr/etc/os-release")).unwrap(),
+        Path::new("../usr/lib/os-release")
+    );
     assert!(
         read("usr/lib/passwd").contains("sshd:x:74:74:"),
         "the %pre user is in /usr/lib/passwd"

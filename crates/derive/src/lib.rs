@@ -769,8 +769,15 @@ fn os_release_value(root: &Path, key: &str) -> Option<String> {
 
 /// `$releasever` of the base: the major of its os-release `VERSION_ID`.
 fn releasever_of(lower: &Path) -> Result<String> {
-    let id = os_release_value(lower, "VERSION_ID")
-        .context("the base tree's /usr/lib/os-release has no VERSION_ID")?;
+    let id = os_release_value(lower, "VERSION_ID").with_context(|| {
+        if lower.join("usr/lib/os-release").is_file() {
+            "the base tree's /usr/lib/os-release has no VERSION_ID".to_string()
+        } else {
+            "the base tree has no /usr/lib/os-release (a base composed by strata always has \
+             one: is this an ostree base image?)"
+                .to_string()
+        }
+    })?;
     Ok(id.split('.').next().unwrap_or(&id).to_string())
 }
 
@@ -781,8 +788,16 @@ fn os_release_values(
     release: &str,
     rhel: &str,
 ) -> Vec<(String, String)> {
+    // As RHCOS's node image names itself: ID rhcos, the OpenShift release
+    // as VERSION_ID, the RHEL minor in RHEL_VERSION (docs/formats.md).
     vec![
+        ("NAME".into(), "Red Hat Enterprise Linux CoreOS".into()),
+        ("ID".into(), "rhcos".into()),
+        ("ID_LIKE".into(), "rhel fedora".into()),
         ("VERSION".into(), version.into()),
+        ("VERSION_ID".into(), release.into()),
+        ("VARIANT".into(), "CoreOS".into()),
+        ("VARIANT_ID".into(), "coreos".into()),
         ("OPENSHIFT_VERSION".into(), release.into()),
         ("RHEL_VERSION".into(), rhel.into()),
         ("OSTREE_VERSION".into(), version.into()),

@@ -245,6 +245,17 @@ fn releases_share_every_base_layer_and_add_only_their_packages() {
             "{os_release}"
         );
         assert!(os_release.contains("RHEL_VERSION=\"8.6\""), "{os_release}");
+        // The MCO's rule: ID rhcos (or scos), or VARIANT_ID coreos.
+        for line in ["ID=\"rhcos\"", "VARIANT_ID=\"coreos\""] {
+            assert!(
+                os_release.lines().any(|l| l == line),
+                "{line}: {os_release}"
+            );
+        }
+        assert!(
+            os_release.contains(&format!("VERSION_ID=\"{release}\"")),
+            "{os_release}"
+        );
         assert!(
             !dest.join("etc").exists(),
             "configuration stays in /usr/etc"

@@ -8,7 +8,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use strata_dnf::RepoConfig;
 use strata_manifest::{AddFile, InputPolicy, KeyRef, Repo};
 
@@ -114,6 +114,48 @@ pub fn enable_units(root: &Path, units: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Puts the tree's os-release where RHEL keeps it: the file in
+/// `/usr/lib/os-release`, `/etc/os-release` a relative link to it. A tree
+/// whose package ships only `/etc/os-release` (a regular file) gets it
+/// moved; a tree with neither is an error naming what provides it.
+pub fn normalize_os_release(root: &Path) -> Result<()> {
+    let lib = root.join("usr/lib/os-release");
+    let etc = root.join("etc/os-release");
+    let is_file = |p: &Path| fs::symlink_metadata(p).is_ok_and(|m| m.is_file());
+    if !is_file(&lib) {
+        if !is_file(&etc) {
+            bail!(
+                "the tree has no os-release: neither /usr/lib/os-release nor /etc/os-release is \
+                 a file (on RHEL the package redhat-release provides it; is it in the package \
+                 list?)"
+            );
+        }
+        if fs::symlink_metadata(&lib).is_ok() {
+            fs::remove_file(&lib).with_context(|| format!("removing {}", lib.display()))?;
+        }
+        fs::create_dir_all(root.join("usr/lib"))?;
+        fs::rename(&etc, &lib)
+            .with_context(|| format!("moving {} to {}", etc.display(), lib.display()))?;
+    }
+    if fs::read_link(&etc).ok().as_deref() != Some(Path::new("../usr/lib/os-release")) {
+        if fs::symlink_metadata(&etc).is_ok() {
+            fs::remove_file(&etc).with_context(|| format!("removing {}", etc.display()))?;
+        }
+        fs::create_dir_all(root.join("etc"))?;
+        std::os::unix::fs::symlink("../usr/lib/os-release", &etc)
+            .with_context(|| format!("linking {}", etc.display()))?;
+    }
+    Ok(())
+}
+
+/// The os-release keys every image strata builds carries on top of the
+/// distribution's own: `VARIANT_ID=coreos` makes the Machine Config
+/// Operator treat nodes as CoreOS (its rule: `ID` is `rhcos` or `scos`, or
+/// `VARIANT_ID` is `coreos`) while `ID`, `NAME` and `VERSION_ID` stay the
+/// distribution's, so that a base is still its RHEL minor to every tool
+/// that asks.
+pub const COREOS_VARIANT: [(&str, &str); 2] = [("VARIANT", "CoreOS"), ("VARIANT_ID", "coreos")];
+
 /// Sets `KEY="value"` lines in the tree's os-release (the file in
 /// /usr/lib that /etc/os-release points at), replacing existing ones and
 /// appending new ones in the order given. The file is replaced, never
@@ -123,7 +165,10 @@ pub fn set_os_release(root: &Path, values: &[(&str, &str)]) -> Result<()> {
         .iter()
         .map(|p| root.join(p))
         .find(|p| p.is_file() && !p.is_symlink())
-        .context("the tree has no os-release (is redhat-release in the package list?)")?;
+        .context(
+            "the tree has no os-release file (/usr/lib/os-release; on RHEL the package \
+             redhat-release provides it)",
+        )?;
     let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let quoted = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
     let mut pending: Vec<(&str, &str)> = values.to_vec();
@@ -250,6 +295,36 @@ mod tests {
         ] {
             assert_eq!(glob_match(p, n), want, "{p} {n}");
         }
+    }
+
+    /// compose took `/etc/os-release` as it found it while derive read
+    /// only `/usr/lib/os-release`: a tree shipping only the first derived
+    /// as "has no VERSION_ID". Now the file is where RHEL keeps it.
+    #[test]
+    fn os_release_moves_to_usr_lib_with_a_link_in_etc() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        fs::create_dir_all(root.join("etc")).unwrap();
+        fs::write(root.join("etc/os-release"), "ID=\"rhel\"\n").unwrap();
+        normalize_os_release(root).unwrap();
+        assert_eq!(
+            fs::read_to_string(root.join("usr/lib/os-release")).unwrap(),
+            "ID=\"rhel\"\n"
+        );
+        assert_eq!(
+            fs::read_link(root.join("etc/os-release")).unwrap(),
+            Path::new("../usr/lib/os-release")
+        );
+        // Again: nothing changes.
+        normalize_os_release(root).unwrap();
+        assert_eq!(
+            fs::read_to_string(root.join("etc/os-release")).unwrap(),
+            "ID=\"rhel\"\n"
+        );
+
+        let empty = tempfile::tempdir().unwrap();
+        let err = normalize_os_release(empty.path()).unwrap_err().to_string();
+        assert!(err.contains("redhat-release"), "{err}");
     }
 
     #[test]
