@@ -2,7 +2,7 @@
 CARGO ?= cargo
 STRATA = target/release/strata
 
-.PHONY: deps build demo test lint bench fixture
+.PHONY: deps build demo test test-first-run lint bench fixture
 
 deps:
 	./ci/install-deps
@@ -16,7 +16,16 @@ demo: build
 test: deps
 	$(CARGO) test --workspace
 
+# install-deps' first run, against fresh state (root; CI runs it).
+test-first-run:
+	./ci/test-first-run
+
+# Every shell script the project ships: ci/ and the fixture's programs.
+SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
+	$(filter-out %.md,$(wildcard crates/testdistro/files/*))
+
 lint:
+	shellcheck $(SHELL_SCRIPTS)
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
