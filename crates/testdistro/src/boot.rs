@@ -160,6 +160,14 @@ pub fn boot(spec: &BootSpec) -> Result<BootResult> {
         let lines: Vec<&str> = console.lines().collect();
         lines[lines.len().saturating_sub(30)..].join("\n")
     };
+    // The fixture's own scripts fail loudly, not quietly: a shell error of
+    // the initramfs or init on the console fails the boot.
+    if let Some(line) = console
+        .lines()
+        .find(|l| l.contains("can't open") || l.contains("/init: line "))
+    {
+        bail!("the boot printed a shell error: {line}; console tail:\n{tail}");
+    }
     match marker {
         Some(marker) => Ok(BootResult {
             marker,
