@@ -16,7 +16,7 @@ pub struct BuildArgs {
     /// The pipeline manifest (YAML): base, releases, platforms, push targets.
     pub pipeline: PathBuf,
     /// Set a variable: over the pipeline's defaults, passed to every manifest.
-    #[arg(long = "var", value_name = "KEY=VALUE")]
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = crate::parse_var)]
     pub vars: Vec<String>,
     /// Push every image that has a `push:` target in the pipeline.
     #[arg(long)]

@@ -16,7 +16,7 @@ pub struct ComposeArgs {
     #[arg(long)]
     pub lockfile: Option<PathBuf>,
     /// Set a manifest variable: `${KEY}` in the manifest becomes VALUE.
-    #[arg(long = "var", value_name = "KEY=VALUE")]
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = crate::parse_var)]
     pub vars: Vec<String>,
     /// Push the base image to docker://HOST/NAME:TAG (skipped when the
     /// registry already has its digest there).

@@ -21,7 +21,7 @@ pub struct DeriveArgs {
     #[arg(long = "override-rpm", value_name = "RPM")]
     pub override_rpms: Vec<PathBuf>,
     /// Set a manifest variable: `${KEY}` in the manifest becomes VALUE.
-    #[arg(long = "var", value_name = "KEY=VALUE")]
+    #[arg(long = "var", value_name = "KEY=VALUE", value_parser = crate::parse_var)]
     pub vars: Vec<String>,
     /// Push each derived image to docker://HOST/NAME:TAG; `{release}` in
     /// DEST becomes the OpenShift release (required with several manifests).

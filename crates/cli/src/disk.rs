@@ -14,7 +14,7 @@ pub struct DiskArgs {
     #[arg(long)]
     pub image: String,
     /// Platforms, comma-separated: qemu, metal, metal4k.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required = true, value_parser = parse_platform)]
     pub platform: Vec<String>,
     /// The reference nodes upgrade from (where the image is published),
     /// recorded in the deployment's origin and the aleph file instead of
@@ -33,6 +33,13 @@ pub struct DiskArgs {
     pub json: bool,
 }
 
+/// A platform strata knows, for clap: an unknown one is a usage error.
+fn parse_platform(name: &str) -> Result<String, String> {
+    strata_disk::Platform::get(name)
+        .map(|p| p.name.to_string())
+        .map_err(|e| e.to_string())
+}
+
 #[derive(Debug, clap::Args, PartialEq, Eq)]
 pub struct DiskWorkerArgs {
     pub job: PathBuf,
@@ -48,6 +55,11 @@ fn worker() -> Result<std::process::Command> {
 }
 
 pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
+    for (i, p) in args.platform.iter().enumerate() {
+        if args.platform[..i].contains(p) {
+            return Err(crate::UsageError(format!("--platform: {p} is given twice")).into());
+        }
+    }
     let opts =
         strata_disk::DiskOptions::new(&args.workdir, &args.image, args.platform.clone(), worker()?)
             .size(args.size_mib.map(|m| m << 20))

@@ -79,12 +79,62 @@ pub fn init_logging() {
 }
 
 /// Parses `args` and runs the command. Usage errors exit 2 (clap's own).
+/// A command line that parses but asks for something that cannot be:
+/// reported like clap's own usage errors, with exit status 2.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// `--var KEY=VALUE`, checked as the manifest's variables are.
+pub(crate) fn parse_var(arg: &str) -> Result<String, String> {
+    strata_manifest::Vars::from_assignments([arg])
+        .map(|_| arg.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// The whole of `strata`: runs the command line and reports a failure as
+/// one `error:` line on stderr, and, when `--json` was asked for, as one
+/// JSON object `{"error", "kind"}` on stdout too. Exit status 0, 1
+/// (failure) or 2 (usage).
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    let json = args.iter().skip(1).any(|a| a == "--json");
+    let (message, kind, code) = match run(args) {
+        Ok(code) => return code,
+        Err(err) => match err.downcast_ref::<clap::Error>() {
+            Some(e) if json => {
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                (first.trim_start_matches("error: ").to_string(), "usage", 2)
+            }
+            Some(e) => {
+                let _ = e.print();
+                return ExitCode::from(2);
+            }
+            None if err.is::<UsageError>() => (format!("{err:#}"), "usage", 2),
+            None => (format!("{err:#}"), "failure", 1),
+        },
+    };
+    eprintln!("error: {message}");
+    if json {
+        println!("{}", serde_json::json!({"error": message, "kind": kind}));
+    }
+    ExitCode::from(code)
+}
+
 pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Result<ExitCode> {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => return Err(e.into()),
         Err(e) => {
             let _ = e.print();
-            return Ok(ExitCode::from(if e.use_stderr() { 2 } else { 0 }));
+            return Ok(ExitCode::SUCCESS);
         }
     };
     match cli.command {

@@ -1,15 +1,9 @@
-//! The `strata` binary: a shim over [`strata_cli::run`].
+//! The `strata` binary: a shim over [`strata_cli::main`].
 
 fn main() -> std::process::ExitCode {
     strata_cli::init_logging();
     quiet_on_closed_stdout();
-    match strata_cli::run(std::env::args_os()) {
-        Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    strata_cli::main(std::env::args_os().collect())
 }
 
 /// `strata inspect … | head`: when the reader of stdout goes away, `println!`

@@ -35,6 +35,55 @@ fn usage_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     let out = strata().arg("frobnicate").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+
+    // A malformed --var, an unknown or repeated platform exited 1.
+    for args in [
+        &["compose", "m.yaml", "--var", "nokey"][..],
+        &["disk", "--image", "x", "--platform", "aws"],
+        &["disk", "--image", "x", "--platform", "qemu,qemu"],
+    ] {
+        let out = strata().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+/// With --json, a failure is one JSON object on stdout as well as the
+/// `error:` line on stderr, so that a CI job can parse it.
+#[test]
+fn json_failures_are_one_object_on_stdout() {
+    let d = tempfile::tempdir().unwrap();
+    for (args, kind, code) in [
+        (
+            vec!["disk", "--image", "x", "--platform", "qemu,qemu", "--json"],
+            "usage",
+            2,
+        ),
+        (
+            vec!["compose", "m.yaml", "--var", "nokey", "--json"],
+            "usage",
+            2,
+        ),
+        (
+            vec!["inspect", "--json", "oci:/nonexistent/oci:x"],
+            "failure",
+            1,
+        ),
+    ] {
+        let out = strata().args(&args).current_dir(d.path()).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(stdout.lines().count(), 1, "{args:?}: {stdout}");
+        let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(v["kind"], kind, "{args:?}");
+        let error = v["error"].as_str().unwrap();
+        assert!(!error.is_empty() && !error.contains('\n'), "{error}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.lines().last().unwrap().starts_with("error: "),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
