@@ -515,6 +515,37 @@ fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<()> {
             extra.join(", ")
         );
     }
+    // A lock pins bytes, not names: what the repos offer now under a locked
+    // NEVRA must be the same file, from the same repo.
+    let mut differ = Vec::new();
+    for p in packages {
+        let Some(locked) = lock.packages.get(&p.name) else {
+            continue;
+        };
+        let found = p
+            .checksum
+            .as_ref()
+            .map(|c| format!("{}:{}", c.kind, c.hex))
+            .unwrap_or_default();
+        if !locked.digest.is_empty() && locked.digest != found {
+            differ.push(format!(
+                "{} from repo {} is {found}, the lockfile says {}",
+                p.nevra, p.repo_id, locked.digest
+            ));
+        }
+        if !locked.repo.is_empty() && locked.repo != p.repo_id {
+            differ.push(format!(
+                "{} comes from repo {}, the lockfile says repo {}",
+                p.nevra, p.repo_id, locked.repo
+            ));
+        }
+    }
+    if !differ.is_empty() {
+        bail!(
+            "the repos no longer offer what the lockfile locks: {}",
+            differ.join("; ")
+        );
+    }
     Ok(())
 }
 

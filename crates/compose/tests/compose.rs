@@ -606,3 +606,43 @@ fn the_no_op_check_repairs_the_ref_and_rebuilds_what_is_gone() {
     let fsck = ostree(&["fsck"]);
     assert!(fsck.contains("no errors"), "{fsck}");
 }
+
+/// The lockfile's digests and repos were not enforced, only its names: a
+/// lockfile naming another file under a package's NEVRA composed. Each
+/// mismatch is now named, before anything is installed.
+#[test]
+fn a_lockfile_whose_digest_or_repo_differs_is_refused_by_name() {
+    let _serial = serial();
+    let (_, r) = demo();
+    let lock: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&r.lockfile).unwrap()).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    for (field, value, expect) in [
+        (
+            "digest",
+            format!("sha256:{}", "0".repeat(64)),
+            "the lockfile says sha256:000",
+        ),
+        (
+            "repo",
+            "epel-8".to_string(),
+            "the lockfile says repo epel-8",
+        ),
+    ] {
+        let mut l = lock.clone();
+        l["packages"]["bash"][field] = serde_json::Value::String(value);
+        let path = d.path().join(format!("{field}.json"));
+        std::fs::write(&path, serde_json::to_vec(&l).unwrap()).unwrap();
+        let w = d.path().join(format!("w-{field}"));
+        let err = compose(
+            &ComposeOptions::new(demo_manifest(), &w)
+                .vars(vars(&fixture()))
+                .lockfile(Some(path)),
+        )
+        .unwrap_err();
+        let text = format!("{err:#}");
+        assert!(text.contains("bash-") && text.contains(expect), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        assert!(workdir_has_no_build(&w));
+    }
+}
