@@ -21,7 +21,7 @@ use crate::merge::Merge;
 use crate::repo::{self, PartialRepo};
 use crate::repofile;
 use crate::source::{normalize, resolve, FileSource, FileTable, InputFile, InputKind, LoadedFile};
-use crate::spanned::{from_yaml, locate, yaml_error, At, Spanned, Str};
+use crate::spanned::{check_limits, from_yaml, locate, yaml_error, At, Spanned, Str};
 use crate::vars::{check_name, substitute, Dnf, Scope, SubstError, SubstErrorKind, Vars};
 
 /// How deeply includes may nest before the loader gives up (a guard against
@@ -226,6 +226,7 @@ impl Loader<'_> {
             text,
             locator: Some(locate::<P>),
         });
+        check_limits(&self.files.get(id).text, &display)?;
         let mut partial: P =
             from_yaml(&self.files.get(id).text, id).map_err(|e| yaml_error(&e, &display))?;
 

@@ -241,6 +241,21 @@ pub(crate) fn yaml_error(err: &serde_yaml::Error, file: &Path) -> ManifestError 
     }
     if let Some(i) = message.find("unknown field `") {
         let rest = &message[i + "unknown field `".len()..];
+        let named = |field: &str| {
+            (1..=64).contains(&field.len())
+                && field
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        };
+        let field = rest.split_once('`').map_or(rest, |(f, _)| f);
+        if !named(field) {
+            // Not a key anyone would write in a manifest: the file is
+            // something else (`/etc/shadow`), and its line is not repeated.
+            return ManifestError::Syntax {
+                location,
+                message: "a key that is no field name: is this file a manifest?".to_string(),
+            };
+        }
         if let Some((field, expected)) = rest.split_once("`, expected ") {
             return ManifestError::UnknownField {
                 location,
@@ -259,7 +274,113 @@ pub(crate) fn yaml_error(err: &serde_yaml::Error, file: &Path) -> ManifestError 
     if message.starts_with("EOF while parsing") {
         message = "the file is empty: expected a YAML mapping".to_string();
     }
+    // A file that is not a mapping at all is no manifest (an `include:` of
+    // `/etc/shadow`): its content is not repeated. Inside a manifest, the
+    // value a field has is the useful part of the message.
+    if message.contains("expected struct") || message.contains("(a YAML mapping)") {
+        message = without_values(&message);
+    }
     ManifestError::Syntax { location, message }
+}
+
+/// `message` with every string value it quotes (serde's `string "…"`)
+/// replaced by its kind; the position still says where to look.
+fn without_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find("string \"") {
+        out.push_str(&rest[..i]);
+        out.push_str("a string");
+        let after = &rest[i + "string \"".len()..];
+        // The closing quote: the first one not escaped.
+        let mut end = after.len();
+        let mut escaped = false;
+        for (j, c) in after.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => {
+                    end = j + 1;
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        rest = &after[end.min(after.len())..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// What a manifest file may be, checked before the YAML parser sees it:
+/// the parser's time grows with nesting and entries, and no real manifest
+/// comes near these (a full RHCOS manifest lists about 500 packages).
+pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
+/// Flow collections (`[`, `{`) open at once.
+pub(crate) const MAX_NESTING: usize = 64;
+/// Lines plus flow-list separators: every entry is one or the other.
+pub(crate) const MAX_ENTRIES: usize = 20_000;
+
+/// Refuses a text beyond the limits, naming the limit and where it was
+/// passed (a line, for nesting).
+pub(crate) fn check_limits(text: &str, file: &Path) -> Result<(), ManifestError> {
+    let at = |line: usize| Location {
+        file: file.to_path_buf(),
+        position: (line > 0).then(|| Position::new(line, 1)),
+    };
+    if text.len() > MAX_FILE_BYTES {
+        return Err(ManifestError::Syntax {
+            location: at(0),
+            message: format!(
+                "the file has {} bytes; a manifest may have at most {MAX_FILE_BYTES}",
+                text.len()
+            ),
+        });
+    }
+    let (mut depth, mut entries, mut line) = (0usize, 0usize, 1usize);
+    // Quotes and comments only keep brackets in them from counting; both
+    // end with the line, so that text cannot hide nesting behind a stray
+    // apostrophe (a multi-line quoted scalar full of brackets may count
+    // too much, never too little).
+    let (mut quote, mut comment, mut prev) = (None::<char>, false, '\n');
+    for c in text.chars() {
+        let after = std::mem::replace(&mut prev, c);
+        match (c, quote) {
+            ('\n', _) => {
+                line += 1;
+                entries += 1;
+                comment = false;
+                quote = None;
+            }
+            _ if comment => {}
+            ('#', None) if after.is_whitespace() => comment = true,
+            ('"' | '\'', None) => quote = Some(c),
+            (q, Some(open)) if q == open => quote = None,
+            (_, Some(_)) => {}
+            ('[' | '{', None) => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(ManifestError::Syntax {
+                        location: at(line),
+                        message: format!(
+                            "collections nested more than {MAX_NESTING} deep; no manifest needs that"
+                        ),
+                    });
+                }
+            }
+            (']' | '}', None) => depth = depth.saturating_sub(1),
+            (',', None) => entries += 1,
+            _ => {}
+        }
+        if entries > MAX_ENTRIES {
+            return Err(ManifestError::Syntax {
+                location: at(line),
+                message: format!(
+                    "more than {MAX_ENTRIES} entries (lines and list items); a manifest may have at most that many"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -219,3 +219,49 @@ fn canonical_json_survives_a_non_utf8_directory() {
     let json = loaded.manifest.to_canonical_json();
     assert!(json.contains("caf\u{fffd}/files/motd"), "{json}");
 }
+
+/// Parsing time was unbounded (YAML nested 200,000 deep ran for minutes, a
+/// 200,000-entry list took a minute to fail), and an error about an
+/// included non-manifest printed its content. Each is refused at once,
+/// naming the file and the limit, and no value of the file is echoed.
+#[test]
+fn oversized_deep_and_foreign_files_are_refused_without_echoing_them() {
+    let deep = format!(
+        "{HEAD}packages: {}{}\n",
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let long = format!("{HEAD}packages:\n{}", "- a\n".repeat(30_000));
+    let flow = format!("{HEAD}packages: [{}bash]\n", "a,".repeat(30_000));
+    let big = format!("{HEAD}# {}\n", "x".repeat(2 << 20));
+    let t = Tree::new(&[
+        ("deep.yaml", &deep),
+        ("long.yaml", &long),
+        ("flow.yaml", &flow),
+        ("big.yaml", &big),
+        ("secret", "root:$6$s3cr3t-hash:19000:0:99999:7:::\n"),
+        ("top.yaml", &format!("{HEAD}include: secret\n")),
+        ("scalar", "\"TOKEN-abc123\"\n"),
+        ("top2.yaml", &format!("{HEAD}include: scalar\n")),
+    ]);
+    for (file, says) in [
+        ("deep.yaml", "nested more than 64 deep"),
+        ("long.yaml", "more than 20000 entries"),
+        ("flow.yaml", "more than 20000 entries"),
+        ("big.yaml", "at most 1048576"),
+    ] {
+        let started = std::time::Instant::now();
+        let err = t.base(file).unwrap_err().to_string();
+        assert!(err.contains(file) && err.contains(says), "{file}: {err}");
+        // Not a timing test: a bound far beyond what the check takes,
+        // far below what the parser took.
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+    for top in ["top.yaml", "top2.yaml"] {
+        let err = t.base(top).unwrap_err().to_string();
+        assert!(
+            !err.contains("s3cr3t") && !err.contains("TOKEN-abc123"),
+            "{top}: {err}"
+        );
+    }
+}
