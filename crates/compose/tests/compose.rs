@@ -225,6 +225,15 @@ fn unchanged_inputs_do_no_work() {
     assert!(!again.changed);
     assert_eq!(again.ostree_commit, r.ostree_commit);
     assert_eq!(again.version, r.version);
+
+    // The hash covered the manifests' bytes: a comment, or the same
+    // manifest reached through an include, made a new build. It covers
+    // their meaning.
+    let d = tempfile::tempdir().unwrap();
+    let commented = wrapper(d.path(), "# only a comment\n");
+    let again = compose_in(w.path(), &commented).unwrap();
+    assert!(!again.changed, "a comment rebuilt the base");
+    assert_eq!(again.inputhash, r.inputhash);
 }
 
 /// The build that another checkout on another machine makes: the manifests

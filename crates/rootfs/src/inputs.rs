@@ -1,7 +1,8 @@
 //! What a build's input hash covers, for compose and derive alike: the
-//! policy's keys (fingerprint and file content), the flattened manifest,
-//! every file the manifest read, and every resolved package's NEVRA and
-//! repodata checksum. Each stage adds what is its own (a format tag before,
+//! policy's keys (fingerprint and file content), the flattened manifest
+//! (what the manifests mean, not their bytes: a comment changes nothing),
+//! the content of every file it copies into the tree, and every resolved
+//! package's NEVRA and repodata checksum. Each stage adds what is its own (a format tag before,
 //! the base and overrides for derive).
 //!
 //! The hash covers content, never location: the same manifests in another
@@ -49,11 +50,13 @@ pub fn hash_common(
     }
     h.update(without_locations(manifest_json, files)?.as_bytes());
 
-    // A .repo file's repos are in the flattened manifest already, and its
-    // text holds the locations left out above.
+    // Manifests, includes and .repo files count by what they mean: their
+    // values are in the flattened manifest already, while their bytes hold
+    // comments, layout and the locations left out above. Files whose bytes
+    // become content (add-files sources) count by their bytes.
     let mut digests: Vec<(String, &str)> = files
         .iter()
-        .filter(|f| f.kind != InputKind::RepoFile)
+        .filter(|f| f.kind == InputKind::AddFilesSource)
         .map(|f| (format!("{:?}", f.kind), f.sha256.as_str()))
         .collect();
     digests.sort();
