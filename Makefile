@@ -2,7 +2,7 @@
 CARGO ?= cargo
 STRATA = target/release/strata
 
-.PHONY: deps build demo test test-first-run lint bench fixture
+.PHONY: deps build demo test test-first-run fuzz lint bench fixture
 
 deps:
 	./ci/install-deps
@@ -19,6 +19,13 @@ test: deps
 # install-deps' first run, against fresh state (root; CI runs it).
 test-first-run:
 	./ci/test-first-run
+
+# The property tests at length (make test runs 64 cases of each):
+# manifests, image layers, label values. STRATA_FUZZ_SEED=N replays a run.
+FUZZ_CASES ?= 5000
+fuzz: deps
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p strata-manifest --test fuzz
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p strata-oscontainer --test fuzz
 
 # Every shell script the project ships: ci/ and the fixture's programs.
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \

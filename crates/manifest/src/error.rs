@@ -45,7 +45,7 @@ pub struct Location {
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
+        write!(f, "{}", one_line(&self.file.display().to_string()))?;
         if let Some(p) = self.position {
             write!(f, ":{}:{}", p.line, p.column)?;
         }
@@ -75,11 +75,30 @@ impl fmt::Display for FileRole {
 }
 
 /// Everything that can go wrong reading, merging or validating a manifest.
+/// Text as an error shows it: one line, however multi-line the value in
+/// it was (a script given where a unit name belongs): up to the first line
+/// break (then `…`), at most 1000 characters, control characters escaped.
+fn one_line(text: &str) -> String {
+    let mut out = String::new();
+    for (n, c) in text.chars().enumerate() {
+        if c == '\n' || n == 1000 {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManifestError {
     /// The manifest given to `load` cannot be read.
-    #[error("cannot read manifest {}", path.display())]
+    #[error("cannot read manifest {}", one_line(&path.display().to_string()))]
     Read {
         path: PathBuf,
         #[source]
@@ -87,11 +106,11 @@ pub enum ManifestError {
     },
 
     /// Not YAML, or YAML of the wrong shape (a list where a string belongs…).
-    #[error("{location}: {message}")]
+    #[error("{location}: {}", one_line(message))]
     Syntax { location: Location, message: String },
 
     /// A key that the format does not define; `expected` lists the valid keys.
-    #[error("{location}: unknown field `{field}`, expected {expected}")]
+    #[error("{location}: unknown field `{}`, expected {expected}", one_line(field))]
     UnknownField {
         location: Location,
         field: String,
@@ -104,7 +123,7 @@ pub enum ManifestError {
     MissingField { location: Location, field: String },
 
     /// A value of the right type that the format does not accept.
-    #[error("{location}: invalid {field}: {reason}")]
+    #[error("{location}: invalid {field}: {}", one_line(reason))]
     InvalidValue {
         location: Location,
         field: String,
@@ -126,12 +145,12 @@ pub enum ManifestError {
     UnsetVariable { location: Location, name: String },
 
     /// A malformed `${…}` reference, or a bad variable name.
-    #[error("{location}: {reason}")]
+    #[error("{location}: {}", one_line(reason))]
     VariableSyntax { location: Location, reason: String },
 
     /// A file named by the manifest (include, `.repo` file, add-files source)
     /// cannot be read. The location is where the manifest names it.
-    #[error("{location}: cannot read {role} `{}`", path.display())]
+    #[error("{location}: cannot read {role} `{}`", one_line(&path.display().to_string()))]
     MissingFile {
         location: Location,
         role: FileRole,
@@ -153,11 +172,14 @@ pub enum ManifestError {
     IncludeTooDeep { location: Location, limit: usize },
 
     /// A line of a dnf `.repo` file that cannot be understood.
-    #[error("{location}: {message}")]
+    #[error("{location}: {}", one_line(message))]
     RepoFile { location: Location, message: String },
 
     /// Two different definitions of one repo id.
-    #[error("{location}: duplicate repo id `{id}` (first defined at {first})")]
+    #[error(
+        "{location}: duplicate repo id `{}` (first defined at {first})",
+        one_line(id)
+    )]
     DuplicateRepo {
         location: Location,
         id: String,
@@ -175,7 +197,10 @@ pub enum ManifestError {
     },
 
     /// `inputs.repos` names a repo that `repos` does not define.
-    #[error("{location}: inputs.repos allows `{id}`, but no entry in repos defines it")]
+    #[error(
+        "{location}: inputs.repos allows `{}`, but no entry in repos defines it",
+        one_line(id)
+    )]
     UnknownPolicyRepo { location: Location, id: String },
 
     /// A caller-supplied `NAME=VALUE` assignment is malformed.
@@ -217,7 +242,7 @@ fn known_list(known: &[String]) -> String {
 fn chain_list(chain: &[PathBuf]) -> String {
     chain
         .iter()
-        .map(|p| p.display().to_string())
+        .map(|p| one_line(&p.display().to_string()))
         .collect::<Vec<_>>()
         .join(" -> ")
 }

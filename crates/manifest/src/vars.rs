@@ -234,7 +234,8 @@ pub(crate) fn substitute(text: &str, scope: &Scope, dnf: Dnf<'_>) -> Result<Stri
             if !is_identifier(name) {
                 return Err(SubstError {
                     kind: SubstErrorKind::Syntax(format!(
-                        "`{needle}` is not a variable reference (names are letters, digits and `_`; write `$${{` for a literal `${{`)"
+                        "`{}` is not a variable reference (names are letters, digits and `_`; write `$${{` for a literal `${{`)",
+                        shown(&needle)
                     )),
                     needle,
                     nth,
@@ -302,6 +303,28 @@ fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A piece of manifest text for an error: its first line, at most 40
+/// characters, control characters escaped, so that the error stays one
+/// line however the text runs on.
+fn shown(text: &str) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    let mut out: String = first
+        .chars()
+        .take(40)
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    if out.chars().count() < text.chars().count() {
+        out.push('…');
+    }
+    out
 }
 
 #[cfg(test)]
