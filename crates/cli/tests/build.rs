@@ -606,7 +606,10 @@ fn a_bad_pipeline_fails_before_any_work() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(1));
-        assert!(out.stdout.is_empty());
+        // With --json, the failure as one object for CI.
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["kind"], "failure");
+        assert!(v["error"].as_str().unwrap().contains(want), "{v}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().last().unwrap_or_default();
         assert!(

@@ -64,6 +64,10 @@ impl Layout {
     /// The layout's index.
     pub(crate) fn index(&self) -> Result<ImageIndex> {
         let p = self.path.join("index.json");
+        if !p.exists() {
+            // A layout whose first write never finished: no image yet.
+            return empty_index();
+        }
         let f = File::open(&p).context_with(|| format!("opening {}", p.display()))?;
         serde_json::from_reader(BufReader::new(f))
             .context_with(|| format!("parsing {}", p.display()))
@@ -487,27 +491,8 @@ impl PendingTag {
     /// atomic write of `index.json`.
     pub fn apply(self) -> Result<()> {
         let layout = Layout::open(&self.oci)?;
-        // The first image of a new layout has no index yet.
-        let mut index = if self.oci.join("index.json").exists() {
-            layout.index()?
-        } else {
-            oci_spec::image::ImageIndexBuilder::default()
-                .schema_version(2u32)
-                .manifests(Vec::new())
-                .build()
-                .map_err(|e| Error::InvalidOption(format!("building OCI document: {e}")))?
-        };
-        let mut manifests: Vec<Descriptor> = index
-            .manifests()
-            .iter()
-            .filter(|d| {
-                d.annotations()
-                    .as_ref()
-                    .and_then(|a| a.get(TAG_ANNOTATION))
-                    .is_none_or(|t| t != &self.tag)
-            })
-            .cloned()
-            .collect();
+        let mut index = layout.index()?;
+        let mut manifests = untagged(&index, &self.tag);
         manifests.push(self.descriptor);
         index.set_manifests(manifests);
         write_index(&self.oci, &index)
@@ -617,13 +602,18 @@ pub fn list_tags(oci: &Path) -> Result<Vec<TaggedImage>> {
     Ok(out)
 }
 
-/// Removes `tag` from the layout's index; its blobs stay until [`prune`].
-/// Returns whether the tag existed.
-pub fn remove_tag(oci: &Path, tag: &str) -> Result<bool> {
-    let layout = Layout::open(oci)?;
-    let mut index = layout.index()?;
-    let before = index.manifests().len();
-    let kept: Vec<Descriptor> = index
+/// The index of a layout that has no image yet.
+fn empty_index() -> Result<ImageIndex> {
+    oci_spec::image::ImageIndexBuilder::default()
+        .schema_version(2u32)
+        .manifests(Vec::new())
+        .build()
+        .map_err(|e| Error::InvalidOption(format!("building OCI document: {e}")))
+}
+
+/// The index's manifests but the one tagged `tag`.
+fn untagged(index: &ImageIndex, tag: &str) -> Vec<Descriptor> {
+    index
         .manifests()
         .iter()
         .filter(|d| {
@@ -633,7 +623,16 @@ pub fn remove_tag(oci: &Path, tag: &str) -> Result<bool> {
                 .is_none_or(|t| t != tag)
         })
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// Removes `tag` from the layout's index; its blobs stay until [`prune`].
+/// Returns whether the tag existed.
+pub fn remove_tag(oci: &Path, tag: &str) -> Result<bool> {
+    let layout = Layout::open(oci)?;
+    let mut index = layout.index()?;
+    let before = index.manifests().len();
+    let kept = untagged(&index, tag);
     if kept.len() == before {
         return Ok(false);
     }
