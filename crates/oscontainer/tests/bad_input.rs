@@ -222,3 +222,41 @@ fn a_layer_that_expands_beyond_its_bound_is_refused() {
     o.max_expansion = 2000;
     import(&ImageRef::oci(&s.oci, "bomb"), &s.target, &o).unwrap();
 }
+
+/// inspect of a layout image whose layer blob is gone or cut said nothing
+/// until the image was next used; a corrupt index.json printed its parse
+/// error twice in the chain.
+#[test]
+fn inspect_notices_a_missing_layer_and_a_bad_index_says_its_cause_once() {
+    let s = setup();
+    let image = ImageRef::oci(&s.oci, "base");
+    std::fs::remove_file(s.layer_blob("base", 2)).unwrap();
+    let err = strata_oscontainer::inspect(&image, &Default::default()).unwrap_err();
+    assert!(matches!(err, Error::MissingBlob { .. }), "{err}");
+
+    std::fs::write(s.oci.join("index.json"), b"{not json").unwrap();
+    let err = strata_oscontainer::inspect(&image, &Default::default()).unwrap_err();
+    let mut chain = vec![err.to_string()];
+    let mut cause = std::error::Error::source(&err);
+    while let Some(c) = cause {
+        chain.push(c.to_string());
+        cause = c.source();
+    }
+    let whole = chain.join(": ");
+    assert!(whole.contains("index.json"), "{whole}");
+    assert_eq!(whole.matches("key must be a string").count(), 1, "{whole}");
+}
+
+/// A failed pull into an empty directory left blobs and no index.json or
+/// oci-layout: a directory that was no layout at all. The layout exists
+/// before skopeo writes, so a failure leaves only what prune removes.
+#[test]
+fn a_failed_pull_leaves_a_layout() {
+    let d = tempfile::tempdir().unwrap();
+    let dest = d.path().join("oci");
+    let src = ImageRef::oci(&d.path().join("nonexistent"), "x");
+    strata_oscontainer::pull(&src, &dest, "x", &Default::default()).unwrap_err();
+    assert!(dest.join("oci-layout").is_file());
+    assert!(strata_oscontainer::list_tags(&dest).unwrap().is_empty());
+    assert_eq!(strata_oscontainer::prune_abandoned(&dest).unwrap().blobs, 0);
+}
