@@ -46,6 +46,7 @@ const TOOL_PACKAGES: &[(&str, &str)] = &[
     ("depmod", "kmod"),
     ("modinfo", "kmod"),
     ("dpkg-deb", "dpkg"),
+    ("cc", "build-essential"),
     ("bwrap", "bubblewrap"),
     ("cpio", "cpio"),
     ("unshare", "util-linux"),

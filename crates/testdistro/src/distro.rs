@@ -9,8 +9,9 @@
 //! Scriptlets exercise what real ones do: %pre creating system users (fixed
 //! and dynamically allocated ids), %post writing under /var and /etc.
 
+use crate::debian::{self, Debian};
 use crate::kernel::KernelFiles;
-use crate::spec::{FileSpec, PkgSpec};
+use crate::spec::{Dep, FileKind, FileSpec, PkgSpec};
 use crate::synth;
 
 /// Which key signs a repository's packages.
@@ -33,6 +34,11 @@ pub struct RepoSpec {
 
 /// Inputs that do not come from this file: the real binaries.
 pub struct Ingredients {
+    /// Debian's packages, unpacked: the real programs.
+    pub debian: Debian,
+    /// The fixture's own NSS module (`native/nss_altfiles.c`, compiled).
+    pub nss_altfiles: Vec<u8>,
+    /// Static busybox: the stand-in dracut builds its initramfs from it.
     pub busybox: Vec<u8>,
     pub kernel: KernelFiles,
     /// The z-stream kernel's files (same binaries, new `<kver>`).
@@ -70,9 +76,6 @@ const FILE_DATA: &[(&str, &[u8])] = &[
         include_bytes!("../files/initramfs-modules"),
     ),
     ("systemd", include_bytes!("../files/systemd")),
-    ("useradd", include_bytes!("../files/useradd")),
-    ("groupadd", include_bytes!("../files/groupadd")),
-    ("getent", include_bytes!("../files/getent")),
 ];
 
 fn data(name: &str) -> Vec<u8> {
@@ -82,12 +85,6 @@ fn data(name: &str) -> Vec<u8> {
         .map(|(_, d)| d.to_vec())
         .expect("fixture data file exists")
 }
-
-/// Busybox applets that coreutils (and friends) expose as symlinks.
-const APPLETS: &[(&str, &str)] = &[
-    ("bin", "awk basename cat chgrp chmod chown cp cpio cut date dd df dirname du echo env expr false find grep egrep fgrep gzip gunzip zcat head hostname id install kill ln ls md5sum mkdir mknod mktemp more mount mv nproc printf ps pwd readlink realpath rm rmdir sed seq sha1sum sha256sum sleep sort stat sync tail tee test [ timeout touch tr true umount uname uniq wc which xargs xz unxz yes"),
-    ("sbin", "chroot depmod findfs halt insmod lsmod modinfo modprobe pivot_root poweroff reboot rmmod switch_root"),
-];
 
 fn os_release() -> String {
     "NAME=\"Red Hat Enterprise Linux\"\n\
@@ -178,32 +175,259 @@ fn kernel_packages(files: &KernelFiles, release: &str, time: u32) -> Vec<PkgSpec
     vec![core, modules, meta]
 }
 
-fn coreutils(busybox: &[u8]) -> PkgSpec {
-    let mut files = vec![
-        FileSpec::file("/usr/bin/coreutils", busybox.to_vec(), 0o755).hardlink("busybox"),
-        // The same binary under its own name: a hardlink, as multi-call
-        // binaries are often shipped.
-        FileSpec::file("/usr/libexec/coreutils/busybox", busybox.to_vec(), 0o755)
-            .hardlink("busybox"),
-        FileSpec::dir("/usr/libexec/coreutils", 0o755),
-    ];
-    for (dir, names) in APPLETS {
-        for n in names.split_whitespace() {
-            let target = if *dir == "bin" {
-                "coreutils"
+/// A package made of Debian's real programs (see `debian.rs`): the files of
+/// `debs` where RHEL keeps them, configuration under `/etc` marked
+/// `%config(noreplace)`, and RPM's automatic library dependencies.
+fn real(ing: &Ingredients, name: &str, version: &str, rel: &str, debs: &[&str]) -> PkgSpec {
+    let files: Vec<FileSpec> = ing
+        .debian
+        .take(debs)
+        .into_iter()
+        .filter(|f| !(matches!(f.kind, FileKind::Dir) && FILESYSTEM_DIRS.contains(&f.path.as_str())))
+        .map(|f| {
+            if f.path.starts_with("/etc/") && matches!(f.kind, FileKind::File(_)) {
+                f.config()
             } else {
-                "../bin/coreutils"
-            };
-            files.push(FileSpec::symlink(&format!("/usr/{dir}/{n}"), target));
+                f
+            }
+        })
+        .collect();
+    let (provides, requires) = debian::elf_deps(&files);
+    let mut p = pkg(name, version, rel).files(files);
+    p.provides.extend(provides.into_iter().map(Dep));
+    p.requires.extend(requires.into_iter().map(Dep));
+    p.summary = format!("The {name} package (Debian's {})", debs.join(", "));
+    p
+}
+
+/// Replaces (or adds) the file at `path`.
+fn put(p: &mut PkgSpec, file: FileSpec) {
+    p.files.retain(|f| f.path != file.path);
+    p.files.push(file);
+}
+
+/// Takes the files at `paths` out of `p`.
+fn split_off(p: &mut PkgSpec, paths: &[&str]) -> Vec<FileSpec> {
+    let (out, keep) = std::mem::take(&mut p.files)
+        .into_iter()
+        .partition(|f| paths.contains(&f.path.as_str()));
+    p.files = keep;
+    out
+}
+
+/// A z-stream rebuild of a real package: the fixture has one Debian build
+/// of each program, so the rebuild changes `path` the way a fix would,
+/// with a trailer after the ELF data (which the loader never reads).
+fn rebuilt(mut p: PkgSpec, path: &str, release: &str) -> PkgSpec {
+    for f in &mut p.files {
+        if let (true, FileKind::File(content)) = (f.path == path, &mut f.kind) {
+            content.extend_from_slice(format!("\0strata fixture rebuild {release}\0").as_bytes());
+            return p;
         }
     }
-    pkg("coreutils", "8.30", "12.el8")
-        .requires(&["filesystem"])
-        .files(files)
+    panic!("{} has no {path}", p.name)
 }
+
+/// glibc: Debian's libc6 and libc-bin. ldconfig runs as glibc's %post (no
+/// shell exists yet when glibc installs) and again, through a file trigger,
+/// after every transaction that adds libraries. RHEL 8 calls it from a lua
+/// %post; the rpm crate records a lua scriptlet's interpreter as a
+/// dependency on `<lua>` that nothing provides, so the fixture makes
+/// ldconfig the interpreter itself, as RHEL 7's glibc did.
+fn glibc(ing: &Ingredients, zstream: bool) -> PkgSpec {
+    let release = if zstream { "189.6.el8_6" } else { "189.5.el8_6" };
+    let mut p = real(ing, "glibc", "2.28", release, &["libc6", "libc-bin"])
+        .requires(&["basesystem"])
+        .provides(&["rtld(GNU_HASH)", "/sbin/ldconfig"]);
+    if zstream {
+        p = rebuilt(p, "/usr/lib64/libc.so.6", release);
+    }
+    for f in [
+        FileSpec::file("/etc/ld.so.conf", "include ld.so.conf.d/*.conf\n", 0o644).config(),
+        FileSpec::dir("/etc/ld.so.conf.d", 0o755),
+        FileSpec::file("/etc/nsswitch.conf", NSSWITCH, 0o644).config(),
+        // Debian's loader and programs look for libraries in the multiarch
+        // directory (built into ld.so, and the RUNPATH of a few programs);
+        // RHEL keeps them in /usr/lib64. This one link is the difference.
+        FileSpec::symlink(debian::MULTIARCH_LIBDIR, "../lib64"),
+    ] {
+        put(&mut p, f);
+    }
+    p.post = Some(String::new());
+    p.post_prog = vec!["/sbin/ldconfig".into()];
+    p.trans_file_triggers_in.push((
+        ["/lib", "/usr/lib", "/lib64", "/usr/lib64"]
+            .map(String::from)
+            .to_vec(),
+        "/sbin/ldconfig".into(),
+    ));
+    p
+}
+
+const NSSWITCH: &str = "\
+passwd:     files
+shadow:     files
+group:      files
+hosts:      files dns myhostname
+services:   files
+netgroup:   files
+automount:  files
+aliases:    files
+";
+
+/// RHEL 8's /etc/login.defs, as far as useradd and groupadd read it.
+const LOGIN_DEFS: &str = "\
+MAIL_DIR\t/var/spool/mail
+PASS_MAX_DAYS\t99999
+PASS_MIN_DAYS\t0
+PASS_MIN_LEN\t5
+PASS_WARN_AGE\t7
+UID_MIN\t\t1000
+UID_MAX\t\t60000
+SYS_UID_MIN\t201
+SYS_UID_MAX\t999
+GID_MIN\t\t1000
+GID_MAX\t\t60000
+SYS_GID_MIN\t201
+SYS_GID_MAX\t999
+CREATE_HOME\tyes
+UMASK\t\t077
+USERGROUPS_ENAB yes
+ENCRYPT_METHOD SHA512
+";
+
+const USERADD_DEFAULTS: &str = "\
+GROUP=100
+HOME=/home
+INACTIVE=-1
+EXPIRE=
+SHELL=/bin/bash
+SKEL=/etc/skel
+CREATE_MAIL_SPOOL=yes
+";
+
+/// shadow-utils from Debian's passwd and uidmap; RHEL's newuidmap and
+/// newgidmap carry file capabilities instead of set-user-id.
+fn shadow_utils(ing: &Ingredients) -> (PkgSpec, PkgSpec) {
+    let mut p = real(ing, "shadow-utils", "4.6", "16.el8", &["passwd", "uidmap"])
+        .requires(&["setup"]);
+    p.epoch = 2;
+    // passwd(1) is its own package on RHEL.
+    let passwd_files = split_off(&mut p, &["/usr/bin/passwd", "/etc/pam.d/passwd"]);
+    for f in &mut p.files {
+        match f.path.as_str() {
+            "/usr/bin/newuidmap" => *f = f.clone().caps("cap_setuid=ep"),
+            "/usr/bin/newgidmap" => *f = f.clone().caps("cap_setgid=ep"),
+            _ => continue,
+        }
+        f.mode = 0o755;
+    }
+    put(&mut p, FileSpec::file("/etc/login.defs", LOGIN_DEFS, 0o644).config());
+    put(&mut p, FileSpec::file("/etc/default/useradd", USERADD_DEFAULTS, 0o644).config());
+    let (_, requires) = debian::elf_deps(&passwd_files);
+    let mut passwd = pkg("passwd", "0.80", "4.el8")
+        .requires(&["shadow-utils"])
+        .files(passwd_files);
+    passwd.requires.extend(requires.into_iter().map(Dep));
+    (p, passwd)
+}
+
+/// The fixture's nss-altfiles: its own module (Debian has none), where RHEL's is.
+fn nss_altfiles(ing: &Ingredients) -> PkgSpec {
+    pkg("nss-altfiles", "2.18.1", "12.el8")
+        .requires(&["glibc"])
+        .provides(&["libnss_altfiles.so.2()(64bit)"])
+        .files([FileSpec::file(
+            "/usr/lib64/libnss_altfiles.so.2",
+            ing.nss_altfiles.clone(),
+            0o755,
+        )])
+}
+
+/// bash, which is also RHEL's /bin/sh.
+fn bash(ing: &Ingredients) -> PkgSpec {
+    let mut p = real(ing, "bash", "4.4.20", "4.el8_6", &["bash"])
+        .requires(&["filesystem"])
+        .provides(&["/bin/sh", "/bin/bash"]);
+    put(&mut p, FileSpec::symlink("/usr/bin/sh", "bash"));
+    p
+}
+
+/// gawk, which RHEL installs as awk too (Debian picks awk by alternatives).
+fn gawk(ing: &Ingredients) -> PkgSpec {
+    let mut p = real(ing, "gawk", "4.2.1", "4.el8", &["gawk"]);
+    put(&mut p, FileSpec::symlink("/usr/bin/awk", "gawk"));
+    p
+}
+
+fn gmp(ing: &Ingredients) -> PkgSpec {
+    let mut p = real(ing, "gmp", "6.1.2", "10.el8", &["libgmp10"]);
+    p.epoch = 1;
+    p
+}
+
+fn findutils(ing: &Ingredients) -> PkgSpec {
+    let mut p = real(ing, "findutils", "4.6.0", "20.el8", &["findutils"]);
+    p.epoch = 1;
+    p
+}
+
+fn openssl_libs(ing: &Ingredients, zstream: bool) -> PkgSpec {
+    let release = if zstream { "7.el8_6.1" } else { "7.el8_6" };
+    let mut p = real(ing, "openssl-libs", "1.1.1k", release, &["libssl3"]);
+    p.epoch = 1;
+    if zstream {
+        p = rebuilt(p, "/usr/lib64/libcrypto.so.3", release);
+    }
+    p
+}
+
+/// Libraries and tools taken whole from Debian: RHEL name, version,
+/// release, Debian packages.
+const REAL: &[(&str, &str, &str, &[&str])] = &[
+    ("libgcc", "8.5.0", "10.el8", &["libgcc-s1"]),
+    ("ncurses-libs", "6.1", "9.20180224.el8", &["libtinfo6", "libncursesw6"]),
+    ("libacl", "2.2.53", "1.el8", &["libacl1"]),
+    ("libattr", "2.4.48", "3.el8", &["libattr1"]),
+    ("mpfr", "3.1.6", "1.el8", &["libmpfr6"]),
+    ("readline", "7.0", "10.el8", &["libreadline8"]),
+    ("libsigsegv", "2.11", "5.el8", &["libsigsegv2"]),
+    ("libselinux", "2.9", "5.el8", &["libselinux1"]),
+    ("pcre2", "10.32", "2.el8", &["libpcre2-8-0"]),
+    ("libsepol", "2.9", "3.el8", &["libsepol2"]),
+    ("libsemanage", "2.9", "8.el8", &["libsemanage2", "libsemanage-common"]),
+    ("audit-libs", "3.0.7", "2.el8", &["libaudit1", "libaudit-common"]),
+    ("libcap-ng", "0.7.11", "1.el8", &["libcap-ng0"]),
+    ("libcap", "2.48", "2.el8_5", &["libcap2"]),
+    ("bzip2-libs", "1.0.6", "26.el8", &["libbz2-1.0"]),
+    ("pam", "1.3.1", "16.el8", &["libpam0g"]),
+    ("libxcrypt", "4.1.1", "6.el8", &["libcrypt1"]),
+    ("libblkid", "2.32.1", "35.el8", &["libblkid1"]),
+    ("libmount", "2.32.1", "35.el8", &["libmount1"]),
+    ("libsmartcols", "2.32.1", "35.el8", &["libsmartcols1"]),
+    ("libuuid", "2.32.1", "35.el8", &["libuuid1"]),
+    ("libfdisk", "2.32.1", "35.el8", &["libfdisk1"]),
+    ("shadow-utils-subid", "4.6", "16.el8", &["libsubid4"]),
+    ("systemd-libs", "239", "58.el8_6", &["libsystemd0", "libudev1"]),
+    ("libgcrypt", "1.8.5", "7.el8_6", &["libgcrypt20"]),
+    ("libgpg-error", "1.31", "1.el8", &["libgpg-error0"]),
+    ("lz4-libs", "1.8.3", "3.el8_4", &["liblz4-1"]),
+    ("xz-libs", "5.2.4", "4.el8_6", &["liblzma5"]),
+    ("libzstd", "1.4.4", "1.el8", &["libzstd1"]),
+    ("zlib", "1.2.11", "18.el8_5", &["zlib1g"]),
+    ("kmod-libs", "25", "19.el8", &["libkmod2"]),
+    ("kmod", "25", "19.el8", &["kmod"]),
+    ("util-linux", "2.32.1", "35.el8", &["util-linux", "mount", "fdisk"]),
+    ("coreutils", "8.30", "12.el8", &["coreutils"]),
+    ("sed", "4.5", "5.el8", &["sed"]),
+    ("grep", "3.1", "6.el8", &["grep"]),
+    ("gzip", "1.9", "13.el8", &["gzip"]),
+    ("cpio", "2.12", "11.el8", &["cpio"]),
+];
 
 /// rhel-8.6-baseos and rhel-8.6-appstream as of a snapshot.
 fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec>) {
+    let shadow = shadow_utils(ing);
     let mut baseos = vec![
         pkg("setup", "2.12.2", "6.el8").noarch().files([
             FileSpec::file("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\nbin:x:1:1:bin:/bin:/sbin/nologin\ndaemon:x:2:2:daemon:/sbin:/sbin/nologin\nnobody:x:65534:65534:Kernel Overflow User:/:/sbin/nologin\n", 0o644).config(),
@@ -219,47 +443,22 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             .files(filesystem_files()),
         pkg("basesystem", "11", "5.el8").noarch().requires(&["setup", "filesystem"]),
         redhat_release(&ing.release_key_asc),
-        pkg("glibc", "2.28", if zstream { "189.6.el8_6" } else { "189.5.el8_6" })
-            .requires(&["basesystem"])
-            .provides(&["libc.so.6()(64bit)", "rtld(GNU_HASH)"])
-            .files([
-                FileSpec::file("/usr/lib64/libc.so.6", synth::binary(if zstream { "glibc-z" } else { "glibc" }, 2_100_000), 0o755),
-                FileSpec::file("/usr/lib64/ld-linux-x86-64.so.2", synth::binary("ld.so", 180_000), 0o755),
-                FileSpec::file("/etc/ld.so.conf", "include ld.so.conf.d/*.conf\n", 0o644).config(),
-                FileSpec::dir("/etc/ld.so.conf.d", 0o755),
-                FileSpec::file("/etc/nsswitch.conf", "passwd: files\nshadow: files\ngroup: files\nhosts: files dns\n", 0o644).config(),
-                FileSpec::file("/usr/bin/getent", data("getent"), 0o755),
-            ]),
-        coreutils(&ing.busybox),
-        pkg("bash", "4.4.20", "4.el8_6")
-            .requires(&["coreutils", "filesystem"])
-            .provides(&["/bin/sh", "/bin/bash"])
-            .files([
-                FileSpec::file("/usr/bin/bash", "#!/usr/bin/sh\n# The fixture's bash is busybox ash.\nexec /usr/bin/sh \"$@\"\n", 0o755),
-                FileSpec::symlink("/usr/bin/sh", "coreutils"),
-            ]),
-        pkg("shadow-utils", "4.6", "16.el8")
-            .requires(&["setup", "bash"])
-            .files([
-                FileSpec::file("/usr/sbin/useradd", data("useradd"), 0o755),
-                FileSpec::file("/usr/sbin/groupadd", data("groupadd"), 0o755).hardlink("groupadd"),
-                FileSpec::file("/usr/sbin/addgroup", data("groupadd"), 0o755).hardlink("groupadd"),
-                FileSpec::file("/etc/login.defs", "SYS_UID_MIN 201\nSYS_UID_MAX 999\nUID_MIN 1000\n", 0o644).config(),
-                // File capabilities instead of setuid, as RHEL's are.
-                FileSpec::file("/usr/bin/newuidmap", "#!/usr/bin/sh\n# placeholder\nexit 1\n", 0o755).caps("cap_setuid=ep"),
-                FileSpec::file("/usr/bin/newgidmap", "#!/usr/bin/sh\n# placeholder\nexit 1\n", 0o755).caps("cap_setgid=ep"),
-            ]),
-        pkg("passwd", "0.80", "4.el8")
-            .requires(&["shadow-utils"])
-            .files([
-                // setuid root, as the real one is.
-                FileSpec::file("/usr/bin/passwd", "#!/usr/bin/sh\necho 'passwd: not supported on the fixture' >&2\nexit 1\n", 0o4755),
-            ]),
+        glibc(ing, zstream),
+        nss_altfiles(ing),
+        shadow.0,
+        shadow.1,
+        bash(ing),
+        gmp(ing),
+        gawk(ing),
+        findutils(ing),
+        openssl_libs(ing, zstream),
         systemd(),
         pkg("dracut", "049", "202.git20220511.el8")
-            .requires(&["coreutils", "bash"])
+            .requires(&["coreutils", "bash", "gawk", "sed", "grep", "gzip", "kmod"])
             .files([
                 FileSpec::file("/usr/bin/dracut", data("dracut"), 0o755),
+                // The stand-in dracut packs busybox as the initramfs' only program.
+                FileSpec::file("/usr/lib/dracut/busybox", ing.busybox.clone(), 0o755),
                 FileSpec::dir("/usr/lib/dracut", 0o755),
                 FileSpec::dir("/usr/lib/dracut/dracut.conf.d", 0o755),
                 FileSpec::file("/usr/lib/dracut/initramfs-init", data("initramfs-init"), 0o755),
@@ -271,6 +470,10 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         openssh_server(),
         chrony(),
     ];
+    baseos.extend(
+        REAL.iter()
+            .map(|(name, version, release, debs)| real(ing, name, version, release, debs)),
+    );
     baseos.extend(kernel_packages(
         if zstream { &ing.kernel_z } else { &ing.kernel },
         if zstream {
@@ -282,21 +485,9 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
     ));
 
     // Ordinary packages: name, version, release, size, requires.
-    let openssl_release = if zstream { "7.el8_6.1" } else { "7.el8_6" };
     let sudo_release = if zstream { "9.el8_6.1" } else { "9.el8_6" };
     let plain: &[(&str, &str, &str, usize, &[&str])] = &[
-        ("zlib", "1.2.11", "18.el8_5", 110_000, &["glibc"]),
-        ("xz-libs", "5.2.4", "4.el8_6", 170_000, &["glibc"]),
-        (
-            "openssl-libs",
-            "1.1.1k",
-            openssl_release,
-            3_800_000,
-            &["glibc", "zlib"],
-        ),
-        ("libselinux", "2.9", "5.el8", 180_000, &["glibc"]),
         ("libseccomp", "2.5.2", "1.el8", 170_000, &["glibc"]),
-        ("util-linux", "2.32.1", "35.el8", 4_600_000, &["glibc"]),
         ("systemd-udev", "239", "58.el8_6", 8_900_000, &["systemd"]),
         (
             "NetworkManager",
@@ -305,7 +496,6 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             6_200_000,
             &["glibc", "systemd"],
         ),
-        ("kmod", "25", "19.el8", 250_000, &["glibc"]),
         ("e2fsprogs", "1.45.6", "4.el8", 2_100_000, &["glibc"]),
         ("xfsprogs", "5.0.0", "10.el8", 3_900_000, &["glibc"]),
         ("lvm2", "2.03.14", "3.el8", 3_700_000, &["glibc"]),
@@ -350,11 +540,15 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         ("kexec-tools", "2.0.20", "68.el8", 1_200_000, &["glibc"]),
         ("bootupd", "0.2.6", "1.el8", 3_000_000, &["glibc"]),
     ];
-    baseos.extend(
-        plain
-            .iter()
-            .map(|(n, v, r, size, req)| ordinary(n, v, r, *size, req)),
-    );
+    baseos.extend(plain.iter().map(|(n, v, r, size, req)| {
+        let mut p = ordinary(n, v, r, *size, req);
+        // The audit tools' library is audit-libs' real one.
+        if p.name == "audit" {
+            p.files.retain(|f| f.path != "/usr/lib64/libaudit.so.1");
+            p.requires.push(Dep("audit-libs".into()));
+        }
+        p
+    }));
     if zstream {
         for p in baseos
             .iter_mut()
@@ -452,56 +646,64 @@ fn selinux_policy() -> PkgSpec {
         ])
 }
 
+/// The directories the filesystem package owns.
+const FILESYSTEM_DIRS: &[&str] = &[
+    "/boot",
+    "/dev",
+    "/etc",
+    "/etc/pki",
+    "/etc/pki/rpm-gpg",
+    "/etc/skel",
+    "/etc/sysconfig",
+    "/home",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/proc",
+    "/run",
+    "/srv",
+    "/sys",
+    "/usr",
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/lib",
+    "/usr/lib64",
+    "/usr/libexec",
+    "/usr/share",
+    "/usr/share/doc",
+    "/usr/share/licenses",
+    "/usr/local",
+    "/usr/local/bin",
+    "/var",
+    "/var/lib",
+    "/var/log",
+    "/var/cache",
+    "/var/spool",
+    "/var/opt",
+    "/var/empty",
+    "/usr/lib/systemd",
+    "/usr/lib/systemd/system",
+    "/usr/lib/tmpfiles.d",
+    "/usr/lib/sysusers.d",
+    "/root",
+    "/tmp",
+    "/var/tmp",
+];
+
 fn filesystem_files() -> Vec<FileSpec> {
     let mut files = vec![
         FileSpec::symlink("/bin", "usr/bin"),
         FileSpec::symlink("/sbin", "usr/sbin"),
         FileSpec::symlink("/lib", "usr/lib"),
         FileSpec::symlink("/lib64", "usr/lib64"),
-        FileSpec::dir("/root", 0o550),
-        FileSpec::dir("/tmp", 0o1777),
-        FileSpec::dir("/var/tmp", 0o1777),
     ];
-    for d in [
-        "/boot",
-        "/dev",
-        "/etc",
-        "/etc/pki",
-        "/etc/pki/rpm-gpg",
-        "/etc/skel",
-        "/etc/sysconfig",
-        "/home",
-        "/media",
-        "/mnt",
-        "/opt",
-        "/proc",
-        "/run",
-        "/srv",
-        "/sys",
-        "/usr",
-        "/usr/bin",
-        "/usr/sbin",
-        "/usr/lib",
-        "/usr/lib64",
-        "/usr/libexec",
-        "/usr/share",
-        "/usr/share/doc",
-        "/usr/share/licenses",
-        "/usr/local",
-        "/usr/local/bin",
-        "/var",
-        "/var/lib",
-        "/var/log",
-        "/var/cache",
-        "/var/spool",
-        "/var/opt",
-        "/var/empty",
-        "/usr/lib/systemd",
-        "/usr/lib/systemd/system",
-        "/usr/lib/tmpfiles.d",
-        "/usr/lib/sysusers.d",
-    ] {
-        files.push(FileSpec::dir(d, 0o755));
+    for d in FILESYSTEM_DIRS {
+        let mode = match *d {
+            "/root" => 0o550,
+            "/tmp" | "/var/tmp" => 0o1777,
+            _ => 0o755,
+        };
+        files.push(FileSpec::dir(d, mode));
     }
     files
 }

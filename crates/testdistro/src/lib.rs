@@ -19,10 +19,12 @@
 //! - `synth`: deterministic synthetic file content.
 
 pub mod boot;
+mod debian;
 mod distro;
 mod grub;
 mod kernel;
 mod keys;
+mod native;
 pub mod peers;
 mod repo;
 pub mod spec;
@@ -56,9 +58,9 @@ const SOURCES: &[&[u8]] = &[
     include_bytes!("../files/initramfs-init"),
     include_bytes!("../files/initramfs-modules"),
     include_bytes!("../files/systemd"),
-    include_bytes!("../files/useradd"),
-    include_bytes!("../files/groupadd"),
-    include_bytes!("../files/getent"),
+    include_bytes!("debian.rs"),
+    include_bytes!("../debian/packages"),
+    include_bytes!("../native/nss_altfiles.c"),
 ];
 
 const RELEASE_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-release";
@@ -73,6 +75,8 @@ pub struct Options {
     pub scale: usize,
     /// Where `ci/install-deps` put the Debian kernel package.
     pub kernel_cache: PathBuf,
+    /// Where `ci/install-deps` put the Debian packages of `debian/packages`.
+    pub deb_cache: PathBuf,
     /// The static busybox binary to ship as coreutils.
     pub busybox: PathBuf,
 }
@@ -84,6 +88,9 @@ impl Default for Options {
             kernel_cache: std::env::var_os("STRATA_KERNEL_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| kernel::DEFAULT_KERNEL_CACHE.into()),
+            deb_cache: std::env::var_os("STRATA_DEB_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| debian::DEFAULT_DEB_CACHE.into()),
             busybox: "/bin/busybox".into(),
         }
     }
@@ -109,6 +116,9 @@ pub struct FixtureInfo {
     pub cache_key: String,
     pub release_key: KeyInfo,
     pub epel_key: KeyInfo,
+    /// Debian package -> version, of every package whose programs the
+    /// fixture carries (`debian/packages`).
+    pub debian: BTreeMap<String, String>,
     /// The kernel binary's own release (`uname -r`).
     pub kernel_uname: String,
     /// `/usr/lib/modules/<kver>` of each snapshot, oldest first.
@@ -151,6 +161,8 @@ impl Fixture {
     /// at once: one generates, the others wait and reuse.
     pub fn generate(out: &Path, opts: &Options) -> Result<Fixture> {
         let deb = kernel::find_deb(&opts.kernel_cache)?;
+        let debs = debian::DebCache::find(&opts.deb_cache)?;
+        let compiler = native::compiler_version()?;
         let busybox = std::fs::read(&opts.busybox).with_context(|| {
             format!(
                 "reading {} (install the Debian package busybox-static)",
@@ -164,7 +176,7 @@ impl Fixture {
             );
         }
         let grub = grub::GrubImages::build()?;
-        let key = cache_key(&deb, &busybox, &grub.version, opts.scale)?;
+        let key = cache_key(&deb, &debs, &compiler, &busybox, &grub.version, opts.scale)?;
 
         let parent = out
             .parent()
@@ -178,7 +190,8 @@ impl Fixture {
         lock.lock()
             .with_context(|| format!("locking {}", lock_path.display()))?;
 
-        if let Some(existing) = Self::open(out)? {
+        // A fixture.json this version cannot read is an outdated fixture.
+        if let Ok(Some(existing)) = Self::open(out) {
             if existing.info.cache_key == key {
                 tracing::info!("fixture at {} is current", out.display());
                 return Ok(existing);
@@ -189,7 +202,7 @@ impl Fixture {
             .prefix(".fixture-")
             .tempdir_in(parent)
             .with_context(|| format!("creating a staging directory in {}", parent.display()))?;
-        let info = build(staging.path(), &deb, busybox, grub, key, opts.scale)?;
+        let info = build(staging.path(), &deb, &debs, busybox, grub, key, opts.scale)?;
         if out.exists() {
             std::fs::remove_dir_all(out)
                 .with_context(|| format!("removing the outdated fixture {}", out.display()))?;
@@ -331,7 +344,14 @@ fn epel_key() -> Result<FixtureKey> {
     )
 }
 
-fn cache_key(deb: &Path, busybox: &[u8], grub_version: &str, scale: usize) -> Result<String> {
+fn cache_key(
+    deb: &Path,
+    debs: &debian::DebCache,
+    compiler: &str,
+    busybox: &[u8],
+    grub_version: &str,
+    scale: usize,
+) -> Result<String> {
     let mut h = Sha256::new();
     h.update(FORMAT.to_le_bytes());
     for s in SOURCES {
@@ -340,15 +360,25 @@ fn cache_key(deb: &Path, busybox: &[u8], grub_version: &str, scale: usize) -> Re
     let meta = std::fs::metadata(deb).with_context(|| format!("reading {}", deb.display()))?;
     h.update(deb.file_name().unwrap_or_default().as_encoded_bytes());
     h.update(meta.len().to_le_bytes());
+    for (name, path) in &debs.debs {
+        let meta =
+            std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+        h.update(name.as_bytes());
+        h.update(path.file_name().unwrap_or_default().as_encoded_bytes());
+        h.update(meta.len().to_le_bytes());
+    }
+    h.update(compiler.as_bytes());
     h.update(Sha256::digest(busybox));
     h.update(grub_version.as_bytes());
     h.update(scale.to_le_bytes());
     Ok(hex::encode(h.finalize()))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build(
     root: &Path,
     deb: &Path,
+    debs: &debian::DebCache,
     busybox: Vec<u8>,
     grub: grub::GrubImages,
     cache_key: String,
@@ -359,6 +389,8 @@ fn build(
     let kernel = kernel::Kernel::unpack(deb)?;
     let kvers = vec![distro::kver(KERNEL_RELEASE), distro::kver(KERNEL_RELEASE_Z)];
     let ingredients = distro::Ingredients {
+        debian: debian::Debian::unpack(debs)?,
+        nss_altfiles: native::nss_altfiles()?,
         busybox,
         kernel: kernel.files(&kvers[0])?,
         kernel_z: kernel.files(&kvers[1])?,
@@ -369,6 +401,7 @@ fn build(
         scale,
     };
     let repos = distro::repos(&ingredients);
+    check_libraries(&repos)?;
 
     let keys_dir = root.join("keys");
     std::fs::create_dir_all(&keys_dir)?;
@@ -438,6 +471,7 @@ fn build(
         cache_key,
         release_key: key_info(&release_key, RELEASE_KEY_FILE),
         epel_key: key_info(&epel_key, EPEL_KEY_FILE),
+        debian: debs.versions(),
         kernel_uname: kernel.uname.clone(),
         kernel_kvers: kvers,
         snapshots: SNAPSHOTS.iter().map(|s| s.to_string()).collect(),
@@ -448,6 +482,32 @@ fn build(
     json.push('\n');
     std::fs::write(root.join(INFO_FILE), json)?;
     Ok(info)
+}
+
+/// Every library a package needs is in its repository or one it is used
+/// with (the RHEL repos of the same snapshot): a Debian package missing
+/// from `debian/packages` fails here, not as a program that cannot start.
+fn check_libraries(repos: &[distro::RepoSpec]) -> Result<()> {
+    for r in repos {
+        let snapshot = r.dir.split('/').take(2).collect::<Vec<_>>().join("/");
+        let provided: std::collections::BTreeSet<&str> = repos
+            .iter()
+            .filter(|o| o.dir.starts_with(&snapshot) || o.id == r.id)
+            .flat_map(|o| o.packages.iter())
+            .flat_map(|p| p.provides.iter().map(|d| d.0.as_str()))
+            .collect();
+        for p in &r.packages {
+            for d in &p.requires {
+                if d.0.ends_with("()(64bit)") && !provided.contains(d.0.as_str()) {
+                    bail!(
+                        "fixture package {} needs {}, which no package of {} provides: add the Debian package that has it to debian/packages",
+                        p.name, d.0, r.id
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `.repo` files name absolute paths, so they are written for the final

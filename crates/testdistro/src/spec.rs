@@ -133,6 +133,12 @@ pub struct PkgSpec {
     pub conflicts: Vec<Dep>,
     pub pre: Option<String>,
     pub post: Option<String>,
+    /// The interpreter of `post`: `/bin/sh` unless set (`-p /sbin/ldconfig`).
+    pub post_prog: Vec<String>,
+    pub posttrans: Option<String>,
+    /// `%transfiletriggerin -p PROG -- PATHS`: runs PROG once after a
+    /// transaction that installed files under PATHS.
+    pub trans_file_triggers_in: Vec<(Vec<String>, String)>,
     pub files: Vec<FileSpec>,
     /// Seconds since the epoch: header build time and every file mtime.
     pub build_time: u32,
@@ -154,6 +160,9 @@ impl PkgSpec {
             conflicts: Vec::new(),
             pre: None,
             post: None,
+            post_prog: Vec::new(),
+            posttrans: None,
+            trans_file_triggers_in: Vec::new(),
             files: Vec::new(),
             build_time: 0,
         }
@@ -260,11 +269,26 @@ impl PkgSpec {
         for d in &self.conflicts {
             b.conflicts(d.to_rpm());
         }
+        // The builder records each interpreter as a dependency
+        // (`Requires(post): /bin/sh`), as rpmbuild does.
         if let Some(pre) = &self.pre {
             b.pre_install_script(Scriptlet::new(pre.as_str()).prog(vec!["/bin/sh"]));
         }
         if let Some(post) = &self.post {
-            b.post_install_script(Scriptlet::new(post.as_str()).prog(vec!["/bin/sh"]));
+            let prog = if self.post_prog.is_empty() {
+                vec!["/bin/sh".to_string()]
+            } else {
+                self.post_prog.clone()
+            };
+            b.post_install_script(Scriptlet::new(post.as_str()).prog(prog));
+        }
+        if let Some(posttrans) = &self.posttrans {
+            b.post_trans_script(Scriptlet::new(posttrans.as_str()).prog(vec!["/bin/sh"]));
+        }
+        for (paths, prog) in &self.trans_file_triggers_in {
+            for path in paths {
+                b.trans_file_trigger_in(path, None, Scriptlet::new("").prog(vec![prog.as_str()]));
+            }
         }
         for f in &self.files {
             let mut opts = match &f.kind {
