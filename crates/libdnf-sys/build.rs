@@ -80,6 +80,10 @@ fn main() {
         "rpmPushMacro",
         "rpmFreeMacros",
         "rpmReadConfigFiles",
+        "rpmlogClose",
+        "rpmlogPrint",
+        "fdopen",
+        "fclose",
     ] {
         builder = builder.allowlist_function(f);
     }

@@ -116,6 +116,10 @@ pub struct BuildMeta {
     pub packages: Vec<String>,
     pub package_diff: PackageDiff,
     pub manifest: PathBuf,
+    /// rpm's messages for the failed scriptlets that the manifest's
+    /// `ignore-scripts` let through.
+    #[serde(default)]
+    pub ignored_scriptlet_failures: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -152,6 +156,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let mut dnf_opts = DnfOptions::new(&root, wd.cache().join("dnf"), &manifest.releasever);
     dnf_opts.nodocs = !manifest.documentation;
     dnf_opts.install_weak_deps = manifest.recommends;
+    dnf_opts.ignore_scripts = manifest.ignore_scripts.clone();
     let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| files::repo_config(r)).collect();
 
     let locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
@@ -256,7 +261,10 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         .as_ref()
         .and_then(|p| read_accounts(&wd, &stream, &p.version));
     prepare_root(&root, previous_accounts.as_ref())?;
-    resolved.install().context("installing packages")?;
+    let installed = resolved.install().context("installing packages")?;
+    for f in &installed.ignored_scriptlet_failures {
+        tracing::warn!("ignored (ignore-scripts): {f}");
+    }
 
     let kernel = tree::find_kernel(&root)?;
     let mut generator = vec![format!("/usr/bin/{}", manifest.initramfs.generator)];
@@ -353,6 +361,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         packages: nevras,
         package_diff,
         manifest: opts.manifest.clone(),
+        ignored_scriptlet_failures: installed.ignored_scriptlet_failures.clone(),
     };
     let entry = BuildEntry {
         stream: stream.clone(),

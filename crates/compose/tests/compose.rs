@@ -163,7 +163,13 @@ fn demo_base_follows_the_conventions() {
         "the %pre user is in /usr/lib/passwd"
     );
     assert_eq!(read("usr/etc/passwd"), "root:x:0:0:root:/root:/bin/bash\n");
-    assert!(read("usr/etc/nsswitch.conf").contains("passwd: files altfiles"));
+    let nsswitch = read("usr/etc/nsswitch.conf");
+    assert!(
+        nsswitch
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["passwd:", "files", "altfiles"]),
+        "{nsswitch}"
+    );
     assert_eq!(
         link("usr/etc/systemd/system/multi-user.target.wants/sshd.service"),
         "/usr/lib/systemd/system/sshd.service"
@@ -433,6 +439,41 @@ fn a_package_only_in_epel_is_refused_by_name() {
         "{err}"
     );
     assert!(workdir_has_no_build(&w));
+}
+
+#[test]
+fn a_failing_post_scriptlet_fails_the_compose_naming_package_and_output() {
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let m = wrapper(d.path(), "packages: [failing-post]\n");
+    let w = d.path().join("w");
+    let err = format!("{:#}", compose_in(&w, &m).unwrap_err());
+    assert!(
+        err.contains(
+            "package failing-post-1.0-1.el8.x86_64: its %post scriptlet failed (exit status 3)"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("cannot reach the configuration service"),
+        "the scriptlet's own output: {err}"
+    );
+    assert!(!err.contains('\n'), "one line: {err}");
+    assert!(workdir_has_no_build(&w));
+
+    // Listed in ignore-scripts, the failure is let through and recorded.
+    let m = wrapper(
+        d.path(),
+        "packages: [failing-post]\nignore-scripts: [failing-post]\n",
+    );
+    let r = compose_in(&w, &m).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["ignored_scriptlet_failures"],
+        serde_json::json!(["%post(failing-post-1.0-1.el8.x86_64) scriptlet failed, exit status 3"]),
+        "{meta}"
+    );
 }
 
 #[test]

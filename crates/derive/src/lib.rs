@@ -162,6 +162,10 @@ pub struct DeriveMeta {
     /// (absent from records written before it existed).
     #[serde(default)]
     pub package_diff: PackageDiff,
+    /// rpm's messages for the failed scriptlets that the manifest's
+    /// `ignore-scripts` let through.
+    #[serde(default)]
+    pub ignored_scriptlet_failures: Vec<String>,
 }
 
 /// How a build's release packages differ from the previous build's
@@ -308,7 +312,7 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     for p in &todo {
         stagings.push(wd.staging(&format!("derive-{}", p.manifest.release))?);
     }
-    let outcomes: Vec<Result<PathBuf>> = std::thread::scope(|s| {
+    let outcomes: Vec<Result<Built>> = std::thread::scope(|s| {
         let handles: Vec<_> = todo
             .iter()
             .zip(&stagings)
@@ -327,8 +331,8 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     });
     let mut uppers = BTreeMap::new();
     for (p, outcome) in todo.iter().zip(outcomes) {
-        let upper = outcome.with_context(|| format!("deriving {}", p.manifest_path.display()))?;
-        uppers.insert(p.stream.clone(), upper);
+        let built = outcome.with_context(|| format!("deriving {}", p.manifest_path.display()))?;
+        uppers.insert(p.stream.clone(), built);
     }
 
     let mut results = Vec::new();
@@ -356,7 +360,7 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
                     prev.image_tag.as_deref().unwrap_or_default(),
                 )
             }
-            (None, Some(upper)) => finish(&wd, &base, p, upper, &lower)
+            (None, Some(built)) => finish(&wd, &base, p, built, &lower)
                 .with_context(|| format!("deriving {}", p.manifest_path.display()))?,
             (None, None) => unreachable!("every changed release was built"),
         };
@@ -444,6 +448,7 @@ fn plan(
 
     let mut dnf_opts = DnfOptions::new(probe_root, wd.cache().join("dnf"), releasever);
     dnf_opts.dbpath = RPMDB.to_string();
+    dnf_opts.ignore_scripts = manifest.ignore_scripts.clone();
     let specs: Vec<String> = manifest
         .packages
         .iter()
@@ -708,9 +713,15 @@ fn input_hash(
     Ok(hex::encode(h.finalize()))
 }
 
-/// Installs the release into an overlay of the base in a worker; returns
-/// the upper dir.
-fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> Result<PathBuf> {
+/// A release installed over the base: its overlay's upper dir, and the
+/// scriptlet failures `ignore-scripts` let through.
+struct Built {
+    upper: PathBuf,
+    ignored_scriptlet_failures: Vec<String>,
+}
+
+/// Installs the release into an overlay of the base in a worker.
+fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> Result<Built> {
     let upper = staging.join("upper");
     let work = staging.join("work");
     let merged = staging.join("merged");
@@ -749,9 +760,15 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
         p.packages.len()
     );
     let started = std::time::Instant::now();
-    worker::run(&opts.worker, &job, staging)?;
+    let done = worker::run(&opts.worker, &job, staging)?;
     tracing::debug!(elapsed = ?started.elapsed(), "{}: installed", p.stream);
-    Ok(upper)
+    for f in &done.ignored_scriptlet_failures {
+        tracing::warn!("{}: ignored (ignore-scripts): {f}", p.stream);
+    }
+    Ok(Built {
+        upper,
+        ignored_scriptlet_failures: done.ignored_scriptlet_failures,
+    })
 }
 
 /// The RHEL `major.minor` of the base tree, from its os-release.
@@ -909,7 +926,14 @@ fn is_opaque(path: &Path) -> bool {
 
 /// Turns the upper dir into the derived image and commit, and records the
 /// build.
-fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Result<DeriveResult> {
+fn finish(
+    wd: &Workdir,
+    base: &Base,
+    p: &Plan,
+    built: &Built,
+    lower: &Path,
+) -> Result<DeriveResult> {
+    let upper = built.upper.as_path();
     let started = std::time::Instant::now();
     let repo = wd.ostree_repo()?;
     prune_unchanged(upper, lower, &BaseTree::open(&repo, &base.commit)?)?;
@@ -1034,6 +1058,7 @@ fn finish(wd: &Workdir, base: &Base, p: &Plan, upper: &Path, lower: &Path) -> Re
         base_upgrades: p.base_upgrades.clone(),
         overrides: p.overrides.clone(),
         manifest: p.manifest_path.clone(),
+        ignored_scriptlet_failures: built.ignored_scriptlet_failures.clone(),
     };
     let entry = BuildEntry {
         stream: p.stream.clone(),

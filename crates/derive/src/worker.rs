@@ -86,16 +86,31 @@ pub struct Job {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
-    Ok { installed: Vec<String> },
-    Err { message: String },
+    Ok {
+        installed: Vec<String>,
+        /// rpm's messages for failed scriptlets that `ignore-scripts` let
+        /// through.
+        #[serde(default)]
+        ignored_scriptlet_failures: Vec<String>,
+    },
+    Err {
+        message: String,
+    },
+}
+
+/// What a worker installed.
+#[derive(Debug, Default)]
+pub struct Installed {
+    /// NEVRAs.
+    pub installed: Vec<String>,
+    pub ignored_scriptlet_failures: Vec<String>,
 }
 
 /// How many bytes of the worker's output go into an error.
 const OUTPUT_TAIL: usize = 4000;
 
-/// Runs `job` in a worker in its own mount namespace; returns the NEVRAs
-/// installed.
-pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Vec<String>> {
+/// Runs `job` in a worker in its own mount namespace.
+pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Installed> {
     if !rustix::process::geteuid().is_root() {
         bail!(
             "installing the release's packages needs root: derive mounts an overlay of the base \
@@ -127,7 +142,13 @@ pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Vec<Stri
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
     match outcome {
-        Some(Outcome::Ok { installed }) if output.status.success() => Ok(installed),
+        Some(Outcome::Ok {
+            installed,
+            ignored_scriptlet_failures,
+        }) if output.status.success() => Ok(Installed {
+            installed,
+            ignored_scriptlet_failures,
+        }),
         Some(Outcome::Err { message }) => bail!("{message}"),
         _ => bail!(
             "the derive worker failed ({}) without reporting why; its output ends with: {}",
@@ -169,7 +190,13 @@ pub fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
         .and_then(|b| serde_json::from_slice::<Job>(&b).context("parsing the job"))
         .and_then(|job| serve(&job));
     let (code, outcome_value) = match result {
-        Ok(installed) => (ExitCode::SUCCESS, Outcome::Ok { installed }),
+        Ok(done) => (
+            ExitCode::SUCCESS,
+            Outcome::Ok {
+                installed: done.installed,
+                ignored_scriptlet_failures: done.ignored_scriptlet_failures,
+            },
+        ),
         Err(e) => (
             ExitCode::from(1),
             Outcome::Err {
@@ -189,7 +216,7 @@ pub fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
 const TRANSIENT: &[&str] = &["dev/null", "dev/zero", "dev/urandom", "etc"];
 
 /// Runs the job; must be called in a private mount namespace.
-fn serve(job: &Job) -> Result<Vec<String>> {
+fn serve(job: &Job) -> Result<Installed> {
     strata_process::require("mount")?;
     let options = format!(
         "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off,xino=off",
@@ -214,7 +241,7 @@ fn serve(job: &Job) -> Result<Vec<String>> {
     Ok(installed)
 }
 
-fn install(job: &Job) -> Result<Vec<String>> {
+fn install(job: &Job) -> Result<Installed> {
     let root = &job.merged;
     if root.join("etc").symlink_metadata().is_ok() {
         bail!("the base tree has /etc; an ostree base keeps it in /usr/etc");
@@ -265,7 +292,10 @@ fn install(job: &Job) -> Result<Vec<String>> {
             fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
         }
     }
-    Ok(installed)
+    Ok(Installed {
+        installed,
+        ignored_scriptlet_failures: report.ignored_scriptlet_failures,
+    })
 }
 
 #[cfg(test)]

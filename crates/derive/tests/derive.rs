@@ -410,6 +410,16 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         "{e}"
     );
 
+    // A package whose %post exits 3 (it comes from the base's repos).
+    let failing = release_manifest(m.path(), "packages: [failing-post]\n");
+    let e = err_of(std::slice::from_ref(&failing), &[]);
+    assert!(
+        e.contains(
+            "package failing-post-1.0-1.el8.x86_64: its %post scriptlet failed (exit status 3)"
+        ) && e.contains("cannot reach the configuration service"),
+        "{e}"
+    );
+
     // A missing override RPM.
     let e = err_of(&[demo("ocp-4.13.yaml")], &[m.path().join("missing.rpm")]);
     assert!(e.contains("missing.rpm"), "{e}");
@@ -485,6 +495,21 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         .packages
         .iter()
         .any(|p| p.starts_with("libseccomp-2.5.3")));
+
+    // Listed in ignore-scripts, the failing %post is let through and
+    // recorded.
+    let ignored = release_manifest(
+        m.path(),
+        "packages: [failing-post]\nignore-scripts: [failing-post]\n",
+    );
+    let r = derive_in(w, &[ignored], &[]).unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r[0].build_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(
+        meta["ignored_scriptlet_failures"],
+        serde_json::json!(["%post(failing-post-1.0-1.el8.x86_64) scriptlet failed, exit status 3"]),
+        "{meta}"
+    );
 }
 
 /// The root tree of a commit as ostree-ext's client reports it:

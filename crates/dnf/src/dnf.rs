@@ -400,6 +400,10 @@ pub struct InstallReport {
     /// NEVRAs of installed packages the transaction removed or replaced
     /// (older versions of upgraded packages, obsoleted packages), sorted.
     pub removed: Vec<String>,
+    /// rpm's messages for the failed scriptlets of packages the options'
+    /// `ignore_scripts` names (`%post(NEVRA) scriptlet failed, exit status 3`).
+    #[serde(default)]
+    pub ignored_scriptlet_failures: Vec<String>,
     pub timings: Timings,
 }
 
@@ -522,12 +526,29 @@ impl Resolved<'_> {
         }
         self.download()?;
         let start = Instant::now();
+        let mut ignored_failures = Vec::new();
         if let Some(list) = &self.incoming {
             let root = &self.options.install_root;
             let litter = LibdnfLitter::before_commit(root, list);
-            self.tx
-                .commit(&self.goal)
-                .map_err(|e| explain_full(root, e))?;
+            let output = OutputCapture::start();
+            let watch = ffi::ScriptletWatch::start();
+            let committed = self.tx.commit(&self.goal);
+            let failures = watch.finish();
+            let tail = output.map(OutputCapture::finish).unwrap_or_default();
+            committed.map_err(|e| explain_full(root, e))?;
+            let (ignored, fatal): (Vec<String>, Vec<String>) =
+                failures.into_iter().partition(|f| {
+                    let failed = scriptlet_failed(f, "");
+                    matches!(failed, Error::ScriptletFailed { package, .. }
+                        if self.options.ignore_scripts.iter().any(|n| *n == name_of_nevra(&package)))
+                });
+            if let Some(failure) = fatal.first() {
+                return Err(scriptlet_failed(failure, &tail));
+            }
+            for f in &ignored {
+                tracing::warn!(failure = %f, "ignored a failed scriptlet (ignore-scripts)");
+            }
+            ignored_failures = ignored;
             litter.clean(root);
         }
         self.timings.install = start.elapsed();
@@ -539,8 +560,98 @@ impl Resolved<'_> {
         Ok(InstallReport {
             packages: std::mem::take(&mut self.packages),
             removed: std::mem::take(&mut self.removed),
+            ignored_scriptlet_failures: ignored_failures,
             timings: self.timings,
         })
+    }
+}
+
+/// rpm's `%post(NEVRA) scriptlet failed, exit status N` as an error.
+fn scriptlet_failed(message: &str, output: &str) -> Error {
+    let (head, status) = message
+        .split_once(" scriptlet failed, ")
+        .unwrap_or((message, "failed"));
+    let (scriptlet, package) = match head.split_once('(') {
+        Some((s, rest)) => (s, rest.trim_end_matches(')')),
+        None => (head, "?"),
+    };
+    Error::ScriptletFailed {
+        package: package.to_string(),
+        scriptlet: scriptlet.to_string(),
+        status: status.to_string(),
+        output: output.to_string(),
+    }
+}
+
+/// The name of `name-[epoch:]version-release.arch`.
+fn name_of_nevra(nevra: &str) -> &str {
+    nevra.rsplitn(3, '-').nth(2).unwrap_or(nevra)
+}
+
+/// How much of the transaction's output an error quotes.
+const OUTPUT_LINES: usize = 4;
+const OUTPUT_CHARS: usize = 400;
+
+/// The transaction's own output (rpm's messages, what scriptlets print),
+/// held while rpm runs so that a failure can quote its end, then passed on
+/// to stderr whole. Standard output and error are the process's, so this
+/// redirects the file descriptors themselves.
+struct OutputCapture {
+    file: fs::File,
+    stdout: std::os::fd::OwnedFd,
+    stderr: std::os::fd::OwnedFd,
+}
+
+impl OutputCapture {
+    fn start() -> Option<OutputCapture> {
+        use std::io::Write;
+        let file = tempfile::tempfile().ok()?;
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        let stdout = rustix::io::dup(std::io::stdout()).ok()?;
+        let stderr = rustix::io::dup(std::io::stderr()).ok()?;
+        rustix::stdio::dup2_stdout(&file).ok()?;
+        if rustix::stdio::dup2_stderr(&file).is_err() {
+            let _ = rustix::stdio::dup2_stdout(&stdout);
+            return None;
+        }
+        Some(OutputCapture {
+            file,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Restores the descriptors, writes what was held to stderr and returns
+    /// its last lines, joined on one line.
+    fn finish(mut self) -> String {
+        use std::io::{Read, Seek, Write};
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        let _ = rustix::stdio::dup2_stdout(&self.stdout);
+        let _ = rustix::stdio::dup2_stderr(&self.stderr);
+        let mut held = Vec::new();
+        let _ = self.file.seek(std::io::SeekFrom::Start(0));
+        let _ = self.file.read_to_end(&mut held);
+        let _ = std::io::stderr().write_all(&held);
+        let text = String::from_utf8_lossy(&held);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            // rpm's own line about the failure becomes the error itself.
+            .filter(|l| !l.is_empty() && !l.contains(" scriptlet failed, "))
+            .collect();
+        let tail = lines[lines.len().saturating_sub(OUTPUT_LINES)..].join(" | ");
+        let tail: String = tail
+            .chars()
+            .rev()
+            .take(OUTPUT_CHARS)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        tail
     }
 }
 

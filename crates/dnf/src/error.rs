@@ -65,6 +65,24 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A package's scriptlet failed while rpm installed it. rpm itself
+    /// only warns (a failing `%post` leaves the package installed); an
+    /// image built past it would ship a half-configured package.
+    #[error(
+        "package {package}: its {scriptlet} scriptlet failed ({status}){}",
+        if output.is_empty() { String::new() } else { format!("; output ends: {output}") }
+    )]
+    ScriptletFailed {
+        /// NEVRA of the package.
+        package: String,
+        /// `%pre`, `%post`, `%posttrans`, …
+        scriptlet: String,
+        /// `exit status 3`, `signal 9`.
+        status: String,
+        /// The last lines the transaction printed, on one line.
+        output: String,
+    },
+
     /// An install run in a child process failed.
     #[error("dnf child process {status}: {message}")]
     Child { status: String, message: String },

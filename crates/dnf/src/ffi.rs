@@ -253,6 +253,10 @@ impl Context {
             sys::dnf_context_set_check_disk_space(ctx, 0);
             sys::dnf_context_set_check_transaction(ctx, 1);
             sys::dnf_context_set_cache_age(ctx, s.cache_age);
+            // libdnf's default hides every rpm message below EMERG, among
+            // them the warning a failed %post logs; warnings are what the
+            // transaction's output and ScriptletWatch need to see.
+            sys::dnf_context_set_rpm_verbosity(ctx, c"warn".as_ptr());
             for (k, v) in &macros {
                 sys::dnf_context_set_rpm_macro(ctx, k.as_ptr(), v.as_ptr());
             }
@@ -711,6 +715,58 @@ impl Transaction<'_> {
         // SAFETY: valid transaction, goal and state.
         gcall(|e| unsafe { sys::dnf_transaction_commit(self.ptr(), goal.ptr, state.ptr(), e) })
             .map_err(|e| e.into_error("running the rpm transaction"))
+    }
+}
+
+/// The scriptlet failures rpm logs while a transaction runs. rpm keeps
+/// every message of warning priority or above in memory, whoever else
+/// listens (libdnf replaces rpmlog's callback while it checks signatures),
+/// so the watch clears that list when it starts and reads it back when it
+/// finishes. rpm says `%post(NEVRA) scriptlet failed, exit status N` (an
+/// error for the scriptlets that stop the install, a warning for the
+/// others). The list is the process's: one transaction at a time.
+pub(crate) struct ScriptletWatch(());
+
+impl ScriptletWatch {
+    pub(crate) fn start() -> ScriptletWatch {
+        // SAFETY: clears rpmlog's saved records; no pointers involved.
+        unsafe { sys::rpmlogClose() };
+        ScriptletWatch(())
+    }
+
+    /// The failure messages logged since `start`, in order.
+    pub(crate) fn finish(self) -> Vec<String> {
+        use std::io::{Read, Seek};
+        use std::os::fd::IntoRawFd;
+        let Ok(mut file) = tempfile::tempfile() else {
+            return Vec::new();
+        };
+        let Ok(fd) = rustix::io::dup(&file) else {
+            return Vec::new();
+        };
+        let fd = fd.into_raw_fd();
+        // SAFETY: fdopen takes ownership of `fd` (a fresh duplicate) and
+        // fclose releases both; rpm writes through the FILE only here.
+        unsafe {
+            let f = sys::fdopen(fd, c"w".as_ptr());
+            if f.is_null() {
+                drop(<std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd));
+                return Vec::new();
+            }
+            sys::rpmlogPrint(f);
+            sys::fclose(f);
+        }
+        let mut text = String::new();
+        if file.seek(std::io::SeekFrom::Start(0)).is_err()
+            || file.read_to_string(&mut text).is_err()
+        {
+            return Vec::new();
+        }
+        text.lines()
+            .map(str::trim)
+            .filter(|l| l.contains(" scriptlet failed, "))
+            .map(str::to_string)
+            .collect()
     }
 }
 

@@ -50,6 +50,10 @@ pub struct DnfOptions {
     /// When to re-fetch metadata of remote repositories (`file://`
     /// repositories are always read directly).
     pub metadata_refresh: MetadataRefresh,
+    /// Names of packages whose failing scriptlets do not fail the install
+    /// (a manifest's `ignore-scripts`): their failures are reported in
+    /// [`crate::InstallReport::ignored_scriptlet_failures`] instead.
+    pub ignore_scripts: Vec<String>,
 }
 
 /// When cached metadata of a remote repository is fetched again.
@@ -92,6 +96,7 @@ impl Default for DnfOptions {
             dbpath: "/var/lib/rpm".to_string(),
             rpm_macros: Vec::new(),
             metadata_refresh: MetadataRefresh::Always,
+            ignore_scripts: Vec::new(),
         }
     }
 }

@@ -37,6 +37,9 @@ pub struct BaseManifest {
     /// Package names, each once, in first-mention order.
     pub packages: Vec<String>,
     pub exclude_packages: Vec<String>,
+    /// Packages whose failing scriptlets do not fail the build (rpm-ostree's
+    /// `ignore-scripts`): they still run, and their failures are recorded.
+    pub ignore_scripts: Vec<String>,
     /// Shell scripts run in the tree, in order, without network.
     pub postprocess: Vec<String>,
     pub add_files: Vec<AddFile>,
@@ -104,6 +107,7 @@ pub(crate) struct PartialBase {
     inputs: Option<PartialInputs>,
     packages: Option<Vec<Str>>,
     exclude_packages: Option<Vec<Str>>,
+    ignore_scripts: Option<Vec<Str>>,
     postprocess: Option<Vec<Str>>,
     add_files: Option<Vec<Spanned<PartialAddFile>>>,
     remove_files: Option<Vec<Str>>,
@@ -125,6 +129,7 @@ merge_fields!(PartialBase {
     inputs,
     packages,
     exclude_packages,
+    ignore_scripts,
     postprocess,
     add_files,
     remove_files,
@@ -171,6 +176,7 @@ impl Document for BaseManifest {
         content::non_empty(cx, &packages, "packages")?;
         let exclude_packages = content::packages(cx, "exclude-packages", p.exclude_packages)?;
         content::check_exclusions(cx, &packages, &exclude_packages)?;
+        let ignore_scripts = content::packages(cx, "ignore-scripts", p.ignore_scripts)?;
         let postprocess = content::scripts(cx, p.postprocess)?;
         let add_files = content::add_files(cx, p.add_files)?;
         let remove_files = content::remove_files(cx, p.remove_files)?;
@@ -190,6 +196,7 @@ impl Document for BaseManifest {
             inputs,
             packages: content::names(packages),
             exclude_packages: content::names(exclude_packages),
+            ignore_scripts: content::names(ignore_scripts),
             postprocess,
             add_files,
             remove_files,
@@ -299,7 +306,7 @@ packages:
         let cases: Vec<(String, &str)> = vec![
             (
                 add("osnme: x\n"),
-                "m.yaml:15:1: unknown field `osnme`, expected one of `edition`, `include`, `variables`, `name`, `osname`, `releasever`, `version-prefix`, `repos`, `inputs`, `packages`, `exclude-packages`, `postprocess`, `add-files`, `remove-files`, `units`, `initramfs`, `documentation`, `recommends`, `lockfile`",
+                "m.yaml:15:1: unknown field `osnme`, expected one of `edition`, `include`, `variables`, `name`, `osname`, `releasever`, `version-prefix`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `postprocess`, `add-files`, `remove-files`, `units`, `initramfs`, `documentation`, `recommends`, `lockfile`",
             ),
             (
                 swap("    gpgkey:", "    gpgkeys:"),

@@ -33,6 +33,9 @@ pub struct ReleaseManifest {
     /// Package names, each once, in first-mention order.
     pub packages: Vec<String>,
     pub exclude_packages: Vec<String>,
+    /// Packages whose failing scriptlets do not fail the build (rpm-ostree's
+    /// `ignore-scripts`): they still run, and their failures are recorded.
+    pub ignore_scripts: Vec<String>,
     /// Base packages this release may replace with newer builds from its
     /// allowed repos (empty: the base's packages are left alone).
     pub allow_base_upgrade: Vec<String>,
@@ -90,6 +93,7 @@ pub(crate) struct PartialRelease {
     inputs: Option<PartialInputs>,
     packages: Option<Vec<Str>>,
     exclude_packages: Option<Vec<Str>>,
+    ignore_scripts: Option<Vec<Str>>,
     allow_base_upgrade: Option<Vec<Str>>,
     postprocess: Option<Vec<Str>>,
     add_files: Option<Vec<Spanned<PartialAddFile>>>,
@@ -106,6 +110,7 @@ merge_fields!(PartialRelease {
     inputs,
     packages,
     exclude_packages,
+    ignore_scripts,
     allow_base_upgrade,
     postprocess,
     add_files,
@@ -146,6 +151,7 @@ impl Document for ReleaseManifest {
         content::non_empty(cx, &packages, "packages")?;
         let exclude_packages = content::packages(cx, "exclude-packages", p.exclude_packages)?;
         content::check_exclusions(cx, &packages, &exclude_packages)?;
+        let ignore_scripts = content::packages(cx, "ignore-scripts", p.ignore_scripts)?;
         let allow_base_upgrade = content::packages(cx, "allow-base-upgrade", p.allow_base_upgrade)?;
         let postprocess = content::scripts(cx, p.postprocess)?;
         let add_files = content::add_files(cx, p.add_files)?;
@@ -163,6 +169,7 @@ impl Document for ReleaseManifest {
             inputs,
             packages: content::names(packages),
             exclude_packages: content::names(exclude_packages),
+            ignore_scripts: content::names(ignore_scripts),
             allow_base_upgrade: content::names(allow_base_upgrade),
             postprocess,
             add_files,
@@ -254,7 +261,7 @@ packages: [cri-o cri-tools, openshift-hyperkube]
             ),
             (
                 add("osname: rhcos\n"),
-                "ocp.yaml:10:1: unknown field `osname`, expected one of `edition`, `include`, `variables`, `release`, `repos`, `inputs`, `packages`, `exclude-packages`, `allow-base-upgrade`, `postprocess`, `add-files`, `remove-files`, `version-template`, `labels`",
+                "ocp.yaml:10:1: unknown field `osname`, expected one of `edition`, `include`, `variables`, `release`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `allow-base-upgrade`, `postprocess`, `add-files`, `remove-files`, `version-template`, `labels`",
             ),
             (
                 add("version-template: \"{ocp_major}{ocp_minor}.{date}\"\n"),

@@ -66,7 +66,7 @@ fn demo_base_flattens() {
         ))]
     );
     assert_eq!(
-        m.packages[..17],
+        m.packages[..18],
         [
             "kernel",
             "kernel-core",
@@ -81,6 +81,7 @@ fn demo_base_flattens() {
             "redhat-release",
             "glibc",
             "shadow-utils",
+            "nss-altfiles",
             "grub2-efi-x64",
             "grub2-pc",
             "openssh-server",

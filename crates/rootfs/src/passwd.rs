@@ -52,6 +52,12 @@ pub fn split(root: &Path) -> Result<Accounts> {
         let existing = std::fs::read_to_string(&lib_path).unwrap_or_default();
         let (etc, new) = partition(&all, keep);
         let lib = merge(&existing, &new);
+        if !lib.is_empty() && !has_altfiles(root) {
+            anyhow::bail!(
+                "the tree has system {file} entries to keep in /usr/lib/{file}, which only nss-altfiles makes visible, and no {}: add the package nss-altfiles",
+                ALTFILES_MODULES[0]
+            );
+        }
         write_if_changed(&root.join("etc").join(file), &etc, 0o644)?;
         write_if_changed(&lib_path, &lib, 0o644)?;
         complete.push(format!("{etc}{lib}"));
@@ -121,6 +127,18 @@ fn partition(text: &str, keep: &[&str]) -> (String, String) {
     (etc, lib)
 }
 
+/// Where RHEL (and a tree without lib64) keeps the `altfiles` NSS module.
+const ALTFILES_MODULES: &[&str] = &[
+    "/usr/lib64/libnss_altfiles.so.2",
+    "/usr/lib/libnss_altfiles.so.2",
+];
+
+fn has_altfiles(root: &Path) -> bool {
+    ALTFILES_MODULES
+        .iter()
+        .any(|m| root.join(m.trim_start_matches('/')).is_file())
+}
+
 fn enable_altfiles(root: &Path) -> Result<()> {
     let path = root.join("etc/nsswitch.conf");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -152,6 +170,37 @@ fn enable_altfiles(root: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// The module nss-altfiles installs (content does not matter here).
+    fn install_altfiles(r: &Path) {
+        std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
+        std::fs::write(r.join("usr/lib64/libnss_altfiles.so.2"), "").unwrap();
+    }
+
+    #[test]
+    fn a_tree_without_nss_altfiles_is_refused_by_package_name() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        std::fs::write(
+            r.join("etc/passwd"),
+            "root:x:0:0::/root:/bin/bash
+sshd:x:74:74::/:/sbin/nologin
+",
+        )
+        .unwrap();
+        std::fs::write(
+            r.join("etc/group"),
+            "root:x:0:
+",
+        )
+        .unwrap();
+        let err = format!("{:#}", split(r).unwrap_err());
+        assert!(err.contains("add the package nss-altfiles"), "{err}");
+        assert!(err.contains("/usr/lib64/libnss_altfiles.so.2"), "{err}");
+        // Nothing moved.
+        assert!(!r.join("usr/lib/passwd").exists());
+    }
+
     #[test]
     fn accounts_move_to_usr_lib_and_altfiles_is_on() {
         let t = tempfile::tempdir().unwrap();
@@ -160,6 +209,7 @@ mod tests {
         std::fs::write(r.join("etc/passwd"), "root:x:0:0::/root:/bin/bash\nsshd:x:74:74::/:/sbin/nologin\nchrony:x:998:997::/:/sbin/nologin\n").unwrap();
         std::fs::write(r.join("etc/group"), "root:x:0:\nwheel:x:10:\nsshd:x:74:\n").unwrap();
         std::fs::write(r.join("etc/shadow"), "root:*::\nsshd:!!::\n").unwrap();
+        install_altfiles(r);
         std::fs::write(
             r.join("etc/nsswitch.conf"),
             "passwd: files\nshadow: files\ngroup: files\nhosts: files dns\n",
@@ -203,6 +253,7 @@ mod tests {
         std::fs::create_dir_all(r.join("usr/lib")).unwrap();
         std::fs::write(r.join("usr/lib/passwd"), "sshd:x:74:74::/:/sbin/nologin\n").unwrap();
         std::fs::write(r.join("usr/lib/group"), "sshd:x:74:\n").unwrap();
+        install_altfiles(r);
         std::fs::write(
             r.join("etc/passwd"),
             "root:x:0:0::/root:/bin/bash\nopenvswitch:x:997:996::/:/sbin/nologin\n",

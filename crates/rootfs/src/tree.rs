@@ -230,6 +230,11 @@ fn collect_var(
         } else if meta.is_dir() {
             lines.insert(key.clone(), format!("d {key} {mode} {owner} - -"));
             collect_var(root, &path, names, lines)?;
+        } else if meta.is_file() && key.starts_with("/var/cache/") {
+            // A cache can be deleted without losing data (FHS), and some
+            // record the build machine: ldconfig's aux-cache holds inode
+            // numbers and ctimes. The image carries the directory only.
+            continue;
         } else if meta.is_file() {
             let factory = root
                 .join(VAR_FACTORY)
@@ -379,6 +384,7 @@ mod tests {
             "var/lib/rpm",
             "var/lib/sshd",
             "var/log",
+            "var/cache/ldconfig",
             "usr/lib/modules/6.1.0-1.el8.x86_64",
             "boot/efi",
             "home/user",
@@ -394,6 +400,7 @@ mod tests {
         fs::write(r.join("var/lib/rpm/rpmdb.sqlite"), "db").unwrap();
         fs::write(r.join("var/lib/rpm/.rpm.lock"), "").unwrap();
         fs::write(r.join("var/log/state"), "hello").unwrap();
+        fs::write(r.join("var/cache/ldconfig/aux-cache"), "inodes").unwrap();
         symlink("../run", r.join("var/run")).unwrap();
         symlink("../../usr/share/zoneinfo", r.join("var/lib/zone")).unwrap();
         fs::write(
@@ -459,6 +466,13 @@ mod tests {
             "{tmpfiles}"
         );
         assert!(!tmpfiles.contains("/var/run"), "{tmpfiles}");
+        // A cache keeps its directory, not its content.
+        assert!(
+            tmpfiles.contains("d /var/cache/ldconfig 0755 root root - -")
+                && !tmpfiles.contains("aux-cache"),
+            "{tmpfiles}"
+        );
+        assert!(!r.join("usr/share/factory/var/cache").exists());
         assert!(tmpfiles.contains("d /var/roothome 0700 root root - -"));
         assert!(tmpfiles.contains("L /var/lib/rpm - - - - ../../usr/share/rpm"));
         assert_eq!(

@@ -137,8 +137,7 @@ impl Debian {
     pub fn unpack(cache: &DebCache) -> Result<Self> {
         let mut files = BTreeMap::new();
         for (name, path) in &cache.debs {
-            let list =
-                unpack_one(path).with_context(|| format!("unpacking {}", path.display()))?;
+            let list = unpack_one(path).with_context(|| format!("unpacking {}", path.display()))?;
             files.insert(name.clone(), list);
         }
         Ok(Self { files })
@@ -175,14 +174,27 @@ fn unpack_one(deb: &Path) -> Result<Vec<FileSpec>> {
     for entry in archive.entries()? {
         let mut entry = entry?;
         let raw = entry.path()?.to_string_lossy().into_owned();
-        let rel = raw.trim_start_matches("./").trim_end_matches('/').to_string();
+        let rel = raw
+            .trim_start_matches("./")
+            .trim_end_matches('/')
+            .to_string();
         let Some(path) = rhel_path(&rel) else {
             continue;
         };
         let header = entry.header();
         let mut mode = (header.mode()? & 0o7777) as u16;
-        let user = header.username().ok().flatten().unwrap_or("root").to_string();
-        let group = header.groupname().ok().flatten().unwrap_or("root").to_string();
+        let user = header
+            .username()
+            .ok()
+            .flatten()
+            .unwrap_or("root")
+            .to_string();
+        let group = header
+            .groupname()
+            .ok()
+            .flatten()
+            .unwrap_or("root")
+            .to_string();
         // Debian's special groups (shadow, tty) do not exist on the fixture:
         // such files become root's, without the set-group-id bit.
         if group != "root" {
@@ -379,7 +391,10 @@ mod tests {
     #[test]
     fn paths_move_to_rhel_locations() {
         assert_eq!(rhel_path("bin/bash").as_deref(), Some("/usr/bin/bash"));
-        assert_eq!(rhel_path("sbin/ldconfig").as_deref(), Some("/usr/sbin/ldconfig"));
+        assert_eq!(
+            rhel_path("sbin/ldconfig").as_deref(),
+            Some("/usr/sbin/ldconfig")
+        );
         assert_eq!(
             rhel_path("lib/x86_64-linux-gnu/libc.so.6").as_deref(),
             Some("/usr/lib64/libc.so.6")
@@ -388,7 +403,10 @@ mod tests {
             rhel_path("usr/lib/x86_64-linux-gnu/gconv").as_deref(),
             Some("/usr/lib64/gconv")
         );
-        assert_eq!(rhel_path("lib/systemd/systemd").as_deref(), Some("/usr/lib/systemd/systemd"));
+        assert_eq!(
+            rhel_path("lib/systemd/systemd").as_deref(),
+            Some("/usr/lib/systemd/systemd")
+        );
         assert_eq!(rhel_path("libexec/x").as_deref(), Some("/libexec/x"));
         assert_eq!(rhel_path("binx/y").as_deref(), Some("/binx/y"));
         assert_eq!(rhel_path("usr/share/doc/bash/README"), None);

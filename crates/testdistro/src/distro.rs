@@ -183,7 +183,9 @@ fn real(ing: &Ingredients, name: &str, version: &str, rel: &str, debs: &[&str]) 
         .debian
         .take(debs)
         .into_iter()
-        .filter(|f| !(matches!(f.kind, FileKind::Dir) && FILESYSTEM_DIRS.contains(&f.path.as_str())))
+        .filter(|f| {
+            !(matches!(f.kind, FileKind::Dir) && FILESYSTEM_DIRS.contains(&f.path.as_str()))
+        })
         .map(|f| {
             if f.path.starts_with("/etc/") && matches!(f.kind, FileKind::File(_)) {
                 f.config()
@@ -228,14 +230,20 @@ fn rebuilt(mut p: PkgSpec, path: &str, release: &str) -> PkgSpec {
     panic!("{} has no {path}", p.name)
 }
 
-/// glibc: Debian's libc6 and libc-bin. ldconfig runs as glibc's %post (no
-/// shell exists yet when glibc installs) and again, through a file trigger,
-/// after every transaction that adds libraries. RHEL 8 calls it from a lua
-/// %post; the rpm crate records a lua scriptlet's interpreter as a
-/// dependency on `<lua>` that nothing provides, so the fixture makes
-/// ldconfig the interpreter itself, as RHEL 7's glibc did.
+/// glibc: Debian's libc6 and libc-bin. ldconfig runs from a shell file
+/// trigger after every transaction that adds libraries, as RHEL's glibc
+/// does. RHEL 8's glibc also runs it from a lua %post; the rpm crate
+/// records a lua scriptlet's interpreter as a dependency on `<lua>` that
+/// nothing provides, so the fixture has no %post (the loader finds the
+/// libraries without a cache until the trigger writes it). rpm passes
+/// every scriptlet with a body its instance counts, which ldconfig would
+/// take for directories, so it is never the interpreter itself.
 fn glibc(ing: &Ingredients, zstream: bool) -> PkgSpec {
-    let release = if zstream { "189.6.el8_6" } else { "189.5.el8_6" };
+    let release = if zstream {
+        "189.6.el8_6"
+    } else {
+        "189.5.el8_6"
+    };
     let mut p = real(ing, "glibc", "2.28", release, &["libc6", "libc-bin"])
         .requires(&["basesystem"])
         .provides(&["rtld(GNU_HASH)", "/sbin/ldconfig"]);
@@ -253,13 +261,11 @@ fn glibc(ing: &Ingredients, zstream: bool) -> PkgSpec {
     ] {
         put(&mut p, f);
     }
-    p.post = Some(String::new());
-    p.post_prog = vec!["/sbin/ldconfig".into()];
     p.trans_file_triggers_in.push((
         ["/lib", "/usr/lib", "/lib64", "/usr/lib64"]
             .map(String::from)
             .to_vec(),
-        "/sbin/ldconfig".into(),
+        "/sbin/ldconfig\n".into(),
     ));
     p
 }
@@ -309,8 +315,8 @@ CREATE_MAIL_SPOOL=yes
 /// shadow-utils from Debian's passwd and uidmap; RHEL's newuidmap and
 /// newgidmap carry file capabilities instead of set-user-id.
 fn shadow_utils(ing: &Ingredients) -> (PkgSpec, PkgSpec) {
-    let mut p = real(ing, "shadow-utils", "4.6", "16.el8", &["passwd", "uidmap"])
-        .requires(&["setup"]);
+    let mut p =
+        real(ing, "shadow-utils", "4.6", "16.el8", &["passwd", "uidmap"]).requires(&["setup"]);
     p.epoch = 2;
     // passwd(1) is its own package on RHEL.
     let passwd_files = split_off(&mut p, &["/usr/bin/passwd", "/etc/pam.d/passwd"]);
@@ -322,8 +328,14 @@ fn shadow_utils(ing: &Ingredients) -> (PkgSpec, PkgSpec) {
         }
         f.mode = 0o755;
     }
-    put(&mut p, FileSpec::file("/etc/login.defs", LOGIN_DEFS, 0o644).config());
-    put(&mut p, FileSpec::file("/etc/default/useradd", USERADD_DEFAULTS, 0o644).config());
+    put(
+        &mut p,
+        FileSpec::file("/etc/login.defs", LOGIN_DEFS, 0o644).config(),
+    );
+    put(
+        &mut p,
+        FileSpec::file("/etc/default/useradd", USERADD_DEFAULTS, 0o644).config(),
+    );
     let (_, requires) = debian::elf_deps(&passwd_files);
     let mut passwd = pkg("passwd", "0.80", "4.el8")
         .requires(&["shadow-utils"])
@@ -386,7 +398,12 @@ fn openssl_libs(ing: &Ingredients, zstream: bool) -> PkgSpec {
 /// release, Debian packages.
 const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("libgcc", "8.5.0", "10.el8", &["libgcc-s1"]),
-    ("ncurses-libs", "6.1", "9.20180224.el8", &["libtinfo6", "libncursesw6"]),
+    (
+        "ncurses-libs",
+        "6.1",
+        "9.20180224.el8",
+        &["libtinfo6", "libncursesw6"],
+    ),
     ("libacl", "2.2.53", "1.el8", &["libacl1"]),
     ("libattr", "2.4.48", "3.el8", &["libattr1"]),
     ("mpfr", "3.1.6", "1.el8", &["libmpfr6"]),
@@ -395,8 +412,18 @@ const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("libselinux", "2.9", "5.el8", &["libselinux1"]),
     ("pcre2", "10.32", "2.el8", &["libpcre2-8-0"]),
     ("libsepol", "2.9", "3.el8", &["libsepol2"]),
-    ("libsemanage", "2.9", "8.el8", &["libsemanage2", "libsemanage-common"]),
-    ("audit-libs", "3.0.7", "2.el8", &["libaudit1", "libaudit-common"]),
+    (
+        "libsemanage",
+        "2.9",
+        "8.el8",
+        &["libsemanage2", "libsemanage-common"],
+    ),
+    (
+        "audit-libs",
+        "3.0.7",
+        "2.el8",
+        &["libaudit1", "libaudit-common"],
+    ),
     ("libcap-ng", "0.7.11", "1.el8", &["libcap-ng0"]),
     ("libcap", "2.48", "2.el8_5", &["libcap2"]),
     ("bzip2-libs", "1.0.6", "26.el8", &["libbz2-1.0"]),
@@ -408,7 +435,12 @@ const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("libuuid", "2.32.1", "35.el8", &["libuuid1"]),
     ("libfdisk", "2.32.1", "35.el8", &["libfdisk1"]),
     ("shadow-utils-subid", "4.6", "16.el8", &["libsubid4"]),
-    ("systemd-libs", "239", "58.el8_6", &["libsystemd0", "libudev1"]),
+    (
+        "systemd-libs",
+        "239",
+        "58.el8_6",
+        &["libsystemd0", "libudev1"],
+    ),
     ("libgcrypt", "1.8.5", "7.el8_6", &["libgcrypt20"]),
     ("libgpg-error", "1.31", "1.el8", &["libgpg-error0"]),
     ("lz4-libs", "1.8.3", "3.el8_4", &["liblz4-1"]),
@@ -417,7 +449,12 @@ const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("zlib", "1.2.11", "18.el8_5", &["zlib1g"]),
     ("kmod-libs", "25", "19.el8", &["libkmod2"]),
     ("kmod", "25", "19.el8", &["kmod"]),
-    ("util-linux", "2.32.1", "35.el8", &["util-linux", "mount", "fdisk"]),
+    (
+        "util-linux",
+        "2.32.1",
+        "35.el8",
+        &["util-linux", "mount", "fdisk"],
+    ),
     ("coreutils", "8.30", "12.el8", &["coreutils"]),
     ("sed", "4.5", "5.el8", &["sed"]),
     ("grep", "3.1", "6.el8", &["grep"]),
@@ -425,15 +462,67 @@ const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("cpio", "2.12", "11.el8", &["cpio"]),
 ];
 
+/// The users and groups RHEL 8's setup package ships (its uidgid table).
+const SETUP_PASSWD: &str = "\
+root:x:0:0:root:/root:/bin/bash
+bin:x:1:1:bin:/bin:/sbin/nologin
+daemon:x:2:2:daemon:/sbin:/sbin/nologin
+adm:x:3:4:adm:/var/adm:/sbin/nologin
+lp:x:4:7:lp:/var/spool/lpd:/sbin/nologin
+sync:x:5:0:sync:/sbin:/bin/sync
+shutdown:x:6:0:shutdown:/sbin:/sbin/shutdown
+halt:x:7:0:halt:/sbin:/sbin/halt
+mail:x:8:12:mail:/var/spool/mail:/sbin/nologin
+operator:x:11:0:operator:/root:/sbin/nologin
+games:x:12:100:games:/usr/games:/sbin/nologin
+ftp:x:14:50:FTP User:/var/ftp:/sbin/nologin
+nobody:x:65534:65534:Kernel Overflow User:/:/sbin/nologin
+";
+const SETUP_GROUP: &str = "\
+root:x:0:
+bin:x:1:
+daemon:x:2:
+sys:x:3:
+adm:x:4:
+tty:x:5:
+disk:x:6:
+lp:x:7:
+mem:x:8:
+kmem:x:9:
+wheel:x:10:
+cdrom:x:11:
+mail:x:12:
+man:x:15:
+dialout:x:18:
+floppy:x:19:
+games:x:20:
+tape:x:33:
+video:x:39:
+ftp:x:50:
+lock:x:54:
+audio:x:63:
+users:x:100:
+nobody:x:65534:
+";
+
+/// The shadow file of a passwd or group file: each name with `rest`.
+fn shadow_of(entries: &str, rest: &str) -> String {
+    entries
+        .lines()
+        .filter_map(|l| l.split(':').next())
+        .map(|name| format!("{name}{rest}\n"))
+        .collect()
+}
+
 /// rhel-8.6-baseos and rhel-8.6-appstream as of a snapshot.
 fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec>) {
     let shadow = shadow_utils(ing);
     let mut baseos = vec![
         pkg("setup", "2.12.2", "6.el8").noarch().files([
-            FileSpec::file("/etc/passwd", "root:x:0:0:root:/root:/bin/bash\nbin:x:1:1:bin:/bin:/sbin/nologin\ndaemon:x:2:2:daemon:/sbin:/sbin/nologin\nnobody:x:65534:65534:Kernel Overflow User:/:/sbin/nologin\n", 0o644).config(),
-            FileSpec::file("/etc/group", "root:x:0:\nbin:x:1:\ndaemon:x:2:\nwheel:x:10:\nnobody:x:65534:\n", 0o644).config(),
-            FileSpec::file("/etc/shadow", "root:*::0:99999:7:::\nbin:*:18367:0:99999:7:::\ndaemon:*:18367:0:99999:7:::\nnobody:*:18367:0:99999:7:::\n", 0o000).config(),
-            FileSpec::file("/etc/gshadow", "root:::\nbin:::\ndaemon:::\nwheel:::\nnobody:::\n", 0o000).config(),
+            FileSpec::file("/etc/passwd", SETUP_PASSWD, 0o644).config(),
+            FileSpec::file("/etc/group", SETUP_GROUP, 0o644).config(),
+            FileSpec::file("/etc/shadow", shadow_of(SETUP_PASSWD, ":*:18367:0:99999:7:::"), 0o000).config(),
+            FileSpec::file("/etc/gshadow", shadow_of(SETUP_GROUP, ":::"), 0o000).config(),
             FileSpec::file("/etc/shells", "/bin/sh\n/bin/bash\n/usr/bin/sh\n/usr/bin/bash\n", 0o644).config(),
             FileSpec::file("/etc/hosts", "127.0.0.1   localhost localhost.localdomain\n::1         localhost localhost.localdomain\n", 0o644).config(),
             FileSpec::file("/etc/profile", "export PATH=/usr/local/bin:/usr/bin:/usr/sbin\n", 0o644).config(),
@@ -469,6 +558,7 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         grub("grub2-pc", "/usr/lib/grub/i386-pc/core.img", &ing.grub_core_img, &[("/usr/lib/grub/i386-pc/boot.img", &ing.grub_boot_img)]),
         openssh_server(),
         chrony(),
+        failing_post(),
     ];
     baseos.extend(
         REAL.iter()
@@ -820,6 +910,26 @@ fn openssh_server() -> PkgSpec {
     p.post = Some(
         "mkdir -p /var/lib/sshd\n\
          echo 'KexAlgorithms -diffie-hellman-group1-sha1' > /etc/ssh/sshd_config.d/40-strata-post.conf\n"
+            .into(),
+    );
+    p
+}
+
+/// A package whose %post fails, as a package with a broken configuration
+/// step does: rpm installs it and only warns. It exists for the error path.
+fn failing_post() -> PkgSpec {
+    let mut p = pkg("failing-post", "1.0", "1.el8")
+        .requires(&["bash"])
+        .files([FileSpec::file(
+            "/usr/share/failing-post/README",
+            "Its %post exits 3.\n",
+            0o644,
+        )]);
+    p.summary = "A package whose %post fails (fixture)".into();
+    p.post = Some(
+        "echo 'failing-post: configuring the service'\n\
+         echo 'failing-post: cannot reach the configuration service' >&2\n\
+         exit 3\n"
             .into(),
     );
     p

@@ -133,10 +133,8 @@ pub struct PkgSpec {
     pub conflicts: Vec<Dep>,
     pub pre: Option<String>,
     pub post: Option<String>,
-    /// The interpreter of `post`: `/bin/sh` unless set (`-p /sbin/ldconfig`).
-    pub post_prog: Vec<String>,
     pub posttrans: Option<String>,
-    /// `%transfiletriggerin -p PROG -- PATHS`: runs PROG once after a
+    /// `%transfiletriggerin -- PATHS` with a shell body: runs once after a
     /// transaction that installed files under PATHS.
     pub trans_file_triggers_in: Vec<(Vec<String>, String)>,
     pub files: Vec<FileSpec>,
@@ -160,7 +158,6 @@ impl PkgSpec {
             conflicts: Vec::new(),
             pre: None,
             post: None,
-            post_prog: Vec::new(),
             posttrans: None,
             trans_file_triggers_in: Vec::new(),
             files: Vec::new(),
@@ -275,19 +272,18 @@ impl PkgSpec {
             b.pre_install_script(Scriptlet::new(pre.as_str()).prog(vec!["/bin/sh"]));
         }
         if let Some(post) = &self.post {
-            let prog = if self.post_prog.is_empty() {
-                vec!["/bin/sh".to_string()]
-            } else {
-                self.post_prog.clone()
-            };
-            b.post_install_script(Scriptlet::new(post.as_str()).prog(prog));
+            b.post_install_script(Scriptlet::new(post.as_str()).prog(vec!["/bin/sh"]));
         }
         if let Some(posttrans) = &self.posttrans {
             b.post_trans_script(Scriptlet::new(posttrans.as_str()).prog(vec!["/bin/sh"]));
         }
-        for (paths, prog) in &self.trans_file_triggers_in {
+        for (paths, body) in &self.trans_file_triggers_in {
             for path in paths {
-                b.trans_file_trigger_in(path, None, Scriptlet::new("").prog(vec![prog.as_str()]));
+                b.trans_file_trigger_in(
+                    path,
+                    None,
+                    Scriptlet::new(body.as_str()).prog(vec!["/bin/sh"]),
+                );
             }
         }
         for f in &self.files {
