@@ -122,7 +122,11 @@ fn headers_carry_the_expected_dependencies_and_scriptlets() {
     assert!(q("filesystem", "-lv").contains("/bin -> usr/bin"));
     // Real programs where RHEL has them, with RHEL's file capabilities.
     let shadow = q("shadow-utils", "--filecaps");
-    assert!(shadow.contains("/usr/bin/newuidmap\tcap_setuid=ep") || shadow.contains("/usr/bin/newuidmap cap_setuid=ep"), "{shadow}");
+    assert!(
+        shadow.contains("/usr/bin/newuidmap\tcap_setuid=ep")
+            || shadow.contains("/usr/bin/newuidmap cap_setuid=ep"),
+        "{shadow}"
+    );
     assert!(shadow.contains("/usr/sbin/useradd"), "{shadow}");
     assert!(q("bash", "--requires").contains("libtinfo.so.6()(64bit)"));
     assert!(q("glibc", "--provides").contains("libc.so.6()(64bit)"));
