@@ -68,9 +68,28 @@ pub(crate) fn inspect(args: InspectArgs) -> Result<ExitCode> {
     let image = args.options.parse(&args.image)?;
     let info = strata_oscontainer::inspect(&image, &args.options.transport())
         .with_context(|| format!("inspecting {image}"))?;
+    // A derived image's `ostree.commit` label names its base's commit; the
+    // commit a client builds from it is known from the build records of
+    // the workdir that derived it.
+    let derived = info
+        .layers
+        .iter()
+        .any(|l| l.kind == strata_oscontainer::LayerKind::Derived);
+    let derived_commit = if derived {
+        strata_workdir::history_of(&args.options.workdir)
+            .unwrap_or_default()
+            .into_iter()
+            .rev()
+            .find(|b| b.image_digest.as_deref() == Some(info.manifest_digest.as_str()))
+            .map(|b| b.ostree_commit)
+    } else {
+        None
+    };
     if args.json {
         let mut v = serde_json::to_value(&info)?;
         v["digest"] = serde_json::Value::String(info.manifest_digest.clone());
+        v["base_commit"] = serde_json::to_value(&info.ostree_commit)?;
+        v["derived_commit"] = serde_json::to_value(&derived_commit)?;
         println!("{}", serde_json::to_string(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
@@ -83,10 +102,19 @@ pub(crate) fn inspect(args: InspectArgs) -> Result<ExitCode> {
         "  version        {}",
         one_line(info.version.as_deref().unwrap_or("-"))
     );
-    println!(
-        "  ostree commit  {}",
-        one_line(info.ostree_commit.as_deref().unwrap_or("-"))
-    );
+    let label_commit = one_line(info.ostree_commit.as_deref().unwrap_or("-"));
+    if derived {
+        println!("  base commit    {label_commit} (its ostree.commit label)");
+        match &derived_commit {
+            Some(c) => println!("  derived commit {c} (the commit a client builds from it)"),
+            None => println!(
+                "  derived commit - (not derived in {})",
+                one_line(&args.options.workdir.display().to_string())
+            ),
+        }
+    } else {
+        println!("  ostree commit  {label_commit}");
+    }
     println!("  labels");
     for (k, v) in &info.labels {
         println!("    {}={}", one_line(k), one_line(v));

@@ -430,6 +430,19 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let inspected = strata_json(&["inspect", &node_413, "--tls-verify=false"]);
     assert_shape(&inspected, "inspect");
     assert_eq!(inspected["digest"], single["digest"]);
+    // Named by the workdir that derived it, the image shows both commits:
+    // its base's (the label) and the one a client builds (derive's).
+    let named = strata_json(&[
+        "inspect",
+        &node_413,
+        "--tls-verify=false",
+        "--workdir",
+        w0.to_str().unwrap(),
+    ]);
+    assert_eq!(named["derived_commit"], single["ostree_commit"]);
+    assert_eq!(named["base_commit"], named["ostree_commit"]);
+    assert_ne!(named["base_commit"], named["derived_commit"]);
+    assert!(inspected["derived_commit"].is_null(), "{inspected}");
     // A reader that goes away (`| head`): status 141 as for SIGPIPE, no panic.
     let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["inspect", &node_413, "--tls-verify=false"])

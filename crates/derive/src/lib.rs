@@ -751,6 +751,7 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
             .collect(),
         remove_files: p.manifest.remove_files.clone(),
         postprocess: p.manifest.postprocess.clone(),
+        units: p.manifest.units.clone(),
         os_release: os_release_values(&p.manifest, &version, &release, &opts_rhel(lower)),
         source_date_epoch: p.sde,
     };

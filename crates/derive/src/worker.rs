@@ -77,6 +77,9 @@ pub struct Job {
     pub add_files: Vec<FileToAdd>,
     pub remove_files: Vec<String>,
     pub postprocess: Vec<String>,
+    /// systemd units to enable, after postprocess.
+    #[serde(default)]
+    pub units: Vec<String>,
     /// os-release keys to set, in order.
     pub os_release: Vec<(String, String)>,
     pub source_date_epoch: u64,
@@ -279,6 +282,7 @@ fn install(job: &Job) -> Result<Installed> {
     for (i, script) in job.postprocess.iter().enumerate() {
         sandbox::run_script(root, job.source_date_epoch, i, script)?;
     }
+    files::enable_units(root, &job.units)?;
     let values: Vec<(&str, &str)> = job
         .os_release
         .iter()

@@ -497,12 +497,29 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         .any(|p| p.starts_with("libseccomp-2.5.3")));
 
     // Listed in ignore-scripts, the failing %post is let through and
-    // recorded.
+    // recorded. A unit the manifest adds to /etc is enabled there.
+    std::fs::write(
+        m.path().join("node-report.service"),
+        "[Service]\nExecStart=/usr/bin/true\n[Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
     let ignored = release_manifest(
         m.path(),
-        "packages: [failing-post]\nignore-scripts: [failing-post]\n",
+        "packages: [failing-post]\nignore-scripts: [failing-post]\n\
+         add-files:\n  - {src: node-report.service, dest: /etc/systemd/system/node-report.service}\n\
+         units: [node-report.service]\n",
     );
     let r = derive_in(w, &[ignored], &[]).unwrap();
+    let listed = run(Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args(["ls", &r[0].ostree_commit])
+        .arg("/usr/etc/systemd/system/multi-user.target.wants/node-report.service"));
+    assert!(
+        listed
+            .trim_end()
+            .ends_with("-> /etc/systemd/system/node-report.service"),
+        "{listed}"
+    );
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(r[0].build_dir.join("meta.json")).unwrap()).unwrap();
     assert_eq!(

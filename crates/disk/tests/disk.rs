@@ -292,7 +292,8 @@ fn boot(firmware: strata_testdistro::boot::Firmware, platform: &str) {
     eprintln!("{platform}: {} in {:?}", res.marker, res.elapsed);
     assert_eq!(
         res.marker,
-        format!("STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13")
+        // The test's release layer is os-release alone: no kubelet.
+        format!("STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no")
     );
 }
 

@@ -292,15 +292,23 @@ pub(crate) fn remove_files(
 }
 
 /// systemd unit names.
+/// A systemd unit name: `name.type`, of the characters systemd allows
+/// (letters, digits, `:-_.\\@`), so that it is safe in a path.
+pub fn is_unit_name(name: &str) -> bool {
+    name.len() <= 255
+        && name.contains('.')
+        && !name.starts_with('.')
+        && !name.ends_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ":-_.\\@".contains(c))
+}
+
 pub(crate) fn units(cx: &Cx<'_>, list: Option<Vec<Str>>) -> Result<Vec<String>, ManifestError> {
     let mut out = Vec::new();
     for entry in list.unwrap_or_default() {
         let text = cx.text(&entry)?;
-        let valid = text.contains('.')
-            && !text.starts_with('.')
-            && !text.contains('/')
-            && !text.chars().any(char::is_whitespace);
-        if !valid {
+        if !is_unit_name(&text) {
             return Err(cx.invalid(
                 entry.at,
                 "units",

@@ -45,7 +45,7 @@ mod vars;
 mod version;
 
 pub use base::BaseManifest;
-pub use content::{AddFile, Initramfs};
+pub use content::{is_unit_name, AddFile, Initramfs};
 pub use document::{Loaded, EDITION, MAX_INCLUDE_DEPTH};
 pub use error::{FileRole, Location, ManifestError, Position};
 pub use pipeline::{PipelineManifest, Stage};

@@ -42,6 +42,8 @@ pub struct ReleaseManifest {
     pub postprocess: Vec<String>,
     pub add_files: Vec<AddFile>,
     pub remove_files: Vec<String>,
+    /// systemd units to enable in the derived tree.
+    pub units: Vec<String>,
     /// Renders the derived version; [`VersionTemplate::DEFAULT`] if unset.
     pub version_template: VersionTemplate,
     /// Image labels added to the derived image.
@@ -98,6 +100,7 @@ pub(crate) struct PartialRelease {
     postprocess: Option<Vec<Str>>,
     add_files: Option<Vec<Spanned<PartialAddFile>>>,
     remove_files: Option<Vec<Str>>,
+    units: Option<Vec<Str>>,
     version_template: Option<Str>,
     labels: Option<BTreeMap<Str, Str>>,
 }
@@ -115,6 +118,7 @@ merge_fields!(PartialRelease {
     postprocess,
     add_files,
     remove_files,
+    units,
     version_template,
     labels,
 });
@@ -156,6 +160,7 @@ impl Document for ReleaseManifest {
         let postprocess = content::scripts(cx, p.postprocess)?;
         let add_files = content::add_files(cx, p.add_files)?;
         let remove_files = content::remove_files(cx, p.remove_files)?;
+        let units = content::units(cx, p.units)?;
         let version_template = match p.version_template {
             None => VersionTemplate::default(),
             Some(t) => VersionTemplate::parse(&cx.text(&t)?)
@@ -174,6 +179,7 @@ impl Document for ReleaseManifest {
             postprocess,
             add_files,
             remove_files,
+            units,
             version_template,
             labels,
         })
@@ -261,7 +267,7 @@ packages: [cri-o cri-tools, openshift-hyperkube]
             ),
             (
                 add("osname: rhcos\n"),
-                "ocp.yaml:10:1: unknown field `osname`, expected one of `edition`, `include`, `variables`, `release`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `allow-base-upgrade`, `postprocess`, `add-files`, `remove-files`, `version-template`, `labels`",
+                "ocp.yaml:10:1: unknown field `osname`, expected one of `edition`, `include`, `variables`, `release`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `allow-base-upgrade`, `postprocess`, `add-files`, `remove-files`, `units`, `version-template`, `labels`",
             ),
             (
                 add("version-template: \"{ocp_major}{ocp_minor}.{date}\"\n"),

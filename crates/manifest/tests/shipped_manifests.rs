@@ -66,13 +66,14 @@ fn demo_base_flattens() {
         ))]
     );
     assert_eq!(
-        m.packages[..18],
+        m.packages[..19],
         [
             "kernel",
             "kernel-core",
             "kernel-modules",
             "systemd",
             "dracut",
+            "strata-boot-check",
             "bash",
             "coreutils",
             "setup",

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use strata_dnf::RepoConfig;
-use strata_manifest::{AddFile, InputPolicy, KeyRef, Repo};
+use strata_manifest::{is_unit_name, AddFile, InputPolicy, KeyRef, Repo};
 
 use crate::policy::{self, Policy};
 
@@ -83,35 +83,89 @@ fn glob_match(pattern: &str, name: &str) -> bool {
 }
 
 /// Enables units the way `systemctl enable` would: a symlink in each
-/// target's `.wants` directory named by the unit's `WantedBy=`.
+/// target's `.wants` (`WantedBy=`) or `.requires` (`RequiredBy=`)
+/// directory under `/etc/systemd/system`, pointing at the unit file where
+/// the tree has it (`/etc/systemd/system` first, then
+/// `/usr/lib/systemd/system`). A unit without `[Install]` targets is wanted
+/// by `multi-user.target`. Unit files come from packages: the file must be a
+/// regular file inside the tree, and the targets it names must be unit
+/// names, before any of them reaches a path.
 pub fn enable_units(root: &Path, units: &[String]) -> Result<()> {
     for unit in units {
-        let file = ["usr/lib/systemd/system", "etc/systemd/system"]
-            .iter()
-            .map(|d| root.join(d).join(unit))
-            .find(|p| p.exists())
-            .with_context(|| format!("units: {unit} is not installed by any package"))?;
-        let text = fs::read_to_string(&file)?;
-        let mut wanted_by: Vec<String> = text
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix("WantedBy="))
-            .flat_map(|v| v.split_whitespace().map(str::to_string))
-            .collect();
-        if wanted_by.is_empty() {
-            wanted_by.push("multi-user.target".into());
+        if !is_unit_name(unit) {
+            bail!("units: `{unit}` is not a unit name like sshd.service");
         }
-        for target in wanted_by {
+        let (dir, name, text) = find_unit(root, unit)?;
+        let mut links: Vec<(String, &str)> = Vec::new();
+        for line in text.lines().map(str::trim) {
+            for (key, kind) in [("WantedBy=", "wants"), ("RequiredBy=", "requires")] {
+                if let Some(value) = line.strip_prefix(key) {
+                    for target in value.split_whitespace() {
+                        if !is_unit_name(target) {
+                            bail!("units: {unit} names `{target}` in {key} (not a unit name)");
+                        }
+                        links.push((target.to_string(), kind));
+                    }
+                }
+            }
+        }
+        if links.is_empty() {
+            links.push(("multi-user.target".into(), "wants"));
+        }
+        for (target, kind) in links {
             let wants = root
                 .join("etc/systemd/system")
-                .join(format!("{target}.wants"));
+                .join(format!("{target}.{kind}"));
             fs::create_dir_all(&wants)?;
-            let link = wants.join(unit);
+            let link = wants.join(&name);
             let _ = fs::remove_file(&link);
-            std::os::unix::fs::symlink(format!("/usr/lib/systemd/system/{unit}"), &link)
+            std::os::unix::fs::symlink(format!("/{dir}/{name}"), &link)
                 .with_context(|| format!("enabling {unit}"))?;
         }
     }
     Ok(())
+}
+
+/// Where systemd looks for units, most important first.
+const UNIT_DIRS: [&str; 2] = ["etc/systemd/system", "usr/lib/systemd/system"];
+
+/// The unit file of `unit` in the tree: its directory, its name (an alias,
+/// a symlink to another unit, is followed to the unit it names, as
+/// `systemctl enable` does) and its text. Links are resolved by name inside
+/// the tree's unit directories, never on the host.
+fn find_unit(root: &Path, unit: &str) -> Result<(&'static str, String, String)> {
+    let mut name = unit.to_string();
+    for _ in 0..8 {
+        let Some((dir, meta)) = UNIT_DIRS.iter().find_map(|d| {
+            fs::symlink_metadata(root.join(d).join(&name))
+                .ok()
+                .map(|m| (*d, m))
+        }) else {
+            bail!("units: {unit} is not installed by any package (no /etc/systemd/system/{name} or /usr/lib/systemd/system/{name})");
+        };
+        let path = root.join(dir).join(&name);
+        if meta.is_file() {
+            let text =
+                fs::read_to_string(&path).with_context(|| format!("reading /{dir}/{name}"))?;
+            return Ok((dir, name, text));
+        }
+        if !meta.file_type().is_symlink() {
+            bail!("units: /{dir}/{name} is not a regular file");
+        }
+        let target = fs::read_link(&path)?;
+        let next = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .filter(|n| is_unit_name(n))
+            .with_context(|| {
+                format!(
+                    "units: /{dir}/{name} links to {}, not to a unit",
+                    target.display()
+                )
+            })?;
+        name = next;
+    }
+    bail!("units: {unit} is an alias of an alias… (more than 8 links)")
 }
 
 /// Puts the tree's os-release where RHEL keeps it: the file in
@@ -283,6 +337,88 @@ pub fn load_policy(inputs: &InputPolicy, allowed: &[&Repo]) -> Result<Policy> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unit_tree(units: &[(&str, &str)]) -> tempfile::TempDir {
+        let t = tempfile::tempdir().unwrap();
+        for (path, text) in units {
+            let p = t.path().join(path);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        }
+        t
+    }
+
+    fn link(root: &Path, rel: &str) -> String {
+        fs::read_link(root.join(rel))
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    #[test]
+    fn units_are_enabled_where_their_files_are() {
+        let t = unit_tree(&[
+            (
+                "usr/lib/systemd/system/a.service",
+                "[Install]\nWantedBy=multi-user.target\nRequiredBy=b.target\n",
+            ),
+            (
+                "etc/systemd/system/local.service",
+                "[Service]\nExecStart=/bin/true\n",
+            ),
+        ]);
+        let r = t.path();
+        std::os::unix::fs::symlink("a.service", r.join("usr/lib/systemd/system/alias.service"))
+            .unwrap();
+        enable_units(r, &["a.service".into(), "local.service".into()]).unwrap();
+        let wants = "etc/systemd/system/multi-user.target.wants";
+        assert_eq!(
+            link(r, &format!("{wants}/a.service")),
+            "/usr/lib/systemd/system/a.service"
+        );
+        assert_eq!(
+            link(r, "etc/systemd/system/b.target.requires/a.service"),
+            "/usr/lib/systemd/system/a.service"
+        );
+        // A unit only in /etc is linked there, not into /usr/lib.
+        assert_eq!(
+            link(r, &format!("{wants}/local.service")),
+            "/etc/systemd/system/local.service"
+        );
+        // An alias enables the unit it names.
+        fs::remove_dir_all(r.join(wants)).unwrap();
+        enable_units(r, &["alias.service".into()]).unwrap();
+        assert_eq!(
+            link(r, &format!("{wants}/a.service")),
+            "/usr/lib/systemd/system/a.service"
+        );
+    }
+
+    #[test]
+    fn unit_files_cannot_steer_links_out_of_the_tree() {
+        let t = unit_tree(&[(
+            "usr/lib/systemd/system/evil.service",
+            "[Install]\nWantedBy=../../../../tmp/x\n",
+        )]);
+        let r = t.path();
+        let e = enable_units(r, &["evil.service".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("evil.service") && e.contains("not a unit name"),
+            "{e}"
+        );
+        std::os::unix::fs::symlink("/etc/shadow", r.join("usr/lib/systemd/system/host.service"))
+            .unwrap();
+        let e = enable_units(r, &["host.service".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not to a unit"), "{e}");
+        let e = enable_units(r, &["missing.service".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not installed by any package"), "{e}");
+        assert!(!r.join("tmp").exists());
+    }
 
     #[test]
     fn globs_match_within_a_component() {

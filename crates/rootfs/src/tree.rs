@@ -94,6 +94,9 @@ pub const LAYER_VAR_TMPFILES: &str = "usr/lib/tmpfiles.d/strata-var-layer.conf";
 /// `/usr/etc` go. The rest (rpmdb location, top-level symlinks, `/etc` in
 /// `/usr/etc`) the base already has.
 pub fn apply_layered(root: &Path) -> Result<()> {
+    if root.join("usr/etc/machine-id").symlink_metadata().is_ok() {
+        blank_machine_id(&root.join("usr/etc"))?;
+    }
     let rpmdb = root.join("usr/share/rpm");
     if rpmdb.is_dir() {
         clean_rpmdb(&rpmdb)?;
@@ -344,8 +347,26 @@ fn move_etc(root: &Path) -> Result<()> {
     remove_matching(&etc, &|n| {
         n.ends_with(".rpmnew") || n.ends_with(".rpmsave") || n.ends_with("-")
     })?;
+    blank_machine_id(&etc)?;
     fs::rename(&etc, &usr_etc).context("moving /etc to /usr/etc")?;
     Ok(())
+}
+
+/// The machine id belongs to a deployment, not to an image: systemd's
+/// %post writes one, and every node booted from the image would share it.
+/// An empty `/etc/machine-id` makes systemd generate one on first boot (what
+/// rpm-ostree's compose leaves by default).
+fn blank_machine_id(etc: &Path) -> Result<()> {
+    let path = etc.join("machine-id");
+    match fs::symlink_metadata(&path) {
+        Ok(m) if m.is_file() && m.len() == 0 => Ok(()),
+        Ok(m) if m.is_dir() => bail!("{} is a directory", path.display()),
+        _ if etc.is_dir() => {
+            let _ = fs::remove_file(&path);
+            write_file(&path, b"", 0o444)
+        }
+        _ => Ok(()),
+    }
 }
 
 fn remove_matching(dir: &Path, pred: &dyn Fn(&str) -> bool) -> Result<()> {
@@ -397,6 +418,11 @@ mod tests {
         fs::write(r.join("etc/passwd"), "root:x:0:0::/root:/bin/bash\n").unwrap();
         fs::write(r.join("etc/group"), "root:x:0:\n").unwrap();
         fs::write(r.join("etc/hosts.rpmnew"), "x").unwrap();
+        fs::write(
+            r.join("etc/machine-id"),
+            "0123456789abcdef0123456789abcdef\n",
+        )
+        .unwrap();
         fs::write(r.join("var/lib/rpm/rpmdb.sqlite"), "db").unwrap();
         fs::write(r.join("var/lib/rpm/.rpm.lock"), "").unwrap();
         fs::write(r.join("var/log/state"), "hello").unwrap();
@@ -421,6 +447,7 @@ mod tests {
         assert!(r.join("usr/etc/ssh").is_dir());
         assert!(!r.join("etc").exists());
         assert!(!r.join("usr/etc/hosts.rpmnew").exists());
+        assert_eq!(fs::read(r.join("usr/etc/machine-id")).unwrap(), b"");
         assert_eq!(
             fs::read(r.join("usr/share/rpm/rpmdb.sqlite")).unwrap(),
             b"db"

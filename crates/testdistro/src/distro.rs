@@ -75,7 +75,14 @@ const FILE_DATA: &[(&str, &[u8])] = &[
         "initramfs-modules",
         include_bytes!("../files/initramfs-modules"),
     ),
-    ("systemd", include_bytes!("../files/systemd")),
+    (
+        "strata-boot-check",
+        include_bytes!("../files/strata-boot-check"),
+    ),
+    (
+        "strata-boot-check.service",
+        include_bytes!("../files/strata-boot-check.service"),
+    ),
 ];
 
 fn data(name: &str) -> Vec<u8> {
@@ -435,6 +442,19 @@ const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("libuuid", "2.32.1", "35.el8", &["libuuid1"]),
     ("libfdisk", "2.32.1", "35.el8", &["libfdisk1"]),
     ("shadow-utils-subid", "4.6", "16.el8", &["libsubid4"]),
+    ("libseccomp", "2.5.2", "1.el8", &["libseccomp2"]),
+    ("cryptsetup-libs", "2.3.7", "2.el8", &["libcryptsetup12"]),
+    (
+        "device-mapper-libs",
+        "1.02.181",
+        "3.el8",
+        &["libdevmapper1.02.1"],
+    ),
+    ("json-c", "0.13.1", "3.el8", &["libjson-c5"]),
+    ("libargon2", "20171227", "1.el8", &["libargon2-1"]),
+    ("p11-kit", "0.23.22", "1.el8", &["libp11-kit0"]),
+    ("libffi", "3.1", "23.el8", &["libffi8"]),
+    ("iptables-libs", "1.8.4", "22.el8", &["libip4tc2"]),
     (
         "systemd-libs",
         "239",
@@ -541,7 +561,9 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         gawk(ing),
         findutils(ing),
         openssl_libs(ing, zstream),
-        systemd(),
+        systemd(ing),
+        systemd_udev(ing),
+        boot_check(),
         pkg("dracut", "049", "202.git20220511.el8")
             .requires(&["coreutils", "bash", "gawk", "sed", "grep", "gzip", "kmod"])
             .files([
@@ -577,8 +599,6 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
     // Ordinary packages: name, version, release, size, requires.
     let sudo_release = if zstream { "9.el8_6.1" } else { "9.el8_6" };
     let plain: &[(&str, &str, &str, usize, &[&str])] = &[
-        ("libseccomp", "2.5.2", "1.el8", 170_000, &["glibc"]),
-        ("systemd-udev", "239", "58.el8_6", 8_900_000, &["systemd"]),
         (
             "NetworkManager",
             "1.36.0",
@@ -827,38 +847,94 @@ fn redhat_release(key_asc: &str) -> PkgSpec {
         ])
 }
 
-fn systemd() -> PkgSpec {
-    let mut p = pkg("systemd", "239", "58.el8_6")
-        .requires(&["bash", "coreutils", "setup"])
-        .provides(&["/usr/sbin/init", "systemd-units"])
-        .files([
-            FileSpec::file("/usr/lib/systemd/systemd", data("systemd"), 0o755),
-            FileSpec::symlink("/usr/sbin/init", "../lib/systemd/systemd"),
-            FileSpec::dir("/etc/systemd", 0o755),
-            FileSpec::dir("/etc/systemd/system", 0o755),
-            FileSpec::dir("/usr/lib/systemd/system-preset", 0o755),
-            FileSpec::file("/usr/lib/systemd/system/multi-user.target", "[Unit]\nDescription=Multi-User System\n", 0o644),
-            FileSpec::file("/usr/lib/systemd/system/default.target", "[Unit]\nDescription=Multi-User System\n", 0o644),
-            FileSpec::file("/usr/lib/tmpfiles.d/systemd.conf", "d /run/systemd 0755 root root -\nd /var/log/journal 2755 root systemd-journal - -\n", 0o644),
-            FileSpec::file("/etc/systemd/journald.conf", "[Journal]\n#Storage=auto\n", 0o644).config(),
-        ]);
-    // Real systemd's %pre/%post create groups and write machine state.
+/// systemd: Debian's systemd 252 and its shared library, as RHEL's
+/// systemd package (RHEL's carries libsystemd-shared too). Debian's build
+/// also links libapparmor, which no RHEL package ships: the fixture's
+/// systemd carries it. RHEL's systemd provides the SysV names (init,
+/// poweroff, ...) that Debian keeps in systemd-sysv, and its scriptlets
+/// create the journal group, write a machine id, update the catalog and
+/// enable what its presets say.
+fn systemd(ing: &Ingredients) -> PkgSpec {
+    let mut p = real(
+        ing,
+        "systemd",
+        "239",
+        "58.el8_6",
+        &["systemd", "libsystemd-shared", "libapparmor1"],
+    )
+    .requires(&["bash", "coreutils", "setup", "util-linux"])
+    .provides(&["/usr/sbin/init", "systemd-units"]);
+    // Debian's own init-script glue.
+    p.files.retain(|f| !f.path.starts_with("/usr/lib/lsb"));
+    for (link, target) in [
+        ("/usr/sbin/init", "../lib/systemd/systemd"),
+        ("/usr/sbin/poweroff", "../bin/systemctl"),
+        ("/usr/sbin/reboot", "../bin/systemctl"),
+        ("/usr/sbin/halt", "../bin/systemctl"),
+        ("/usr/sbin/shutdown", "../bin/systemctl"),
+        ("/usr/sbin/runlevel", "../bin/systemctl"),
+        ("/usr/sbin/telinit", "../bin/systemctl"),
+        ("/usr/lib/systemd/system/default.target", "graphical.target"),
+    ] {
+        put(&mut p, FileSpec::symlink(link, target));
+    }
     p.pre = Some(
         "getent group systemd-journal >/dev/null 2>&1 || groupadd -r -g 190 systemd-journal\n"
             .into(),
     );
+    p.post = Some(SYSTEMD_POST.into());
+    // Requires(pre): the scriptlet runs getent (glibc) and groupadd.
+    p.requires_pre = vec![Dep("shadow-utils".into()), Dep("glibc".into())];
+    p
+}
+
+/// RHEL 8's systemd %post, less what needs a running system.
+const SYSTEMD_POST: &str = r#"systemd-machine-id-setup >/dev/null 2>&1 || :
+journalctl --update-catalog >/dev/null 2>&1 || :
+systemd-tmpfiles --create >/dev/null 2>&1 || :
+if [ $1 -eq 1 ]; then
+    ln -sf /usr/lib/systemd/system/multi-user.target /etc/systemd/system/default.target
+    systemctl preset --quiet remote-fs.target getty@.service serial-getty@.service \
+        console-getty.service debug-shell.service >/dev/null 2>&1 || :
+fi
+"#;
+
+/// systemd-udev: Debian's udev (udevd, udevadm, the rules and hwdb sources).
+fn systemd_udev(ing: &Ingredients) -> PkgSpec {
+    real(ing, "systemd-udev", "239", "58.el8_6", &["udev"]).requires(&["systemd"])
+}
+
+/// The fixture's boot check: a unit that prints the marker on the console
+/// once the system is up, then powers off. Enabled by its preset from its
+/// %post, as RHEL packages enable theirs (`%systemd_post`).
+fn boot_check() -> PkgSpec {
+    let mut p = pkg("strata-boot-check", "1.0", "1.el8")
+        .noarch()
+        .requires(&["systemd", "bash", "coreutils"])
+        .files([
+            FileSpec::file(
+                "/usr/libexec/strata-boot-check",
+                data("strata-boot-check"),
+                0o755,
+            ),
+            FileSpec::file(
+                "/usr/lib/systemd/system/strata-boot-check.service",
+                data("strata-boot-check.service"),
+                0o644,
+            ),
+            FileSpec::file(
+                "/usr/lib/systemd/system-preset/85-strata-boot-check.preset",
+                "enable strata-boot-check.service\n",
+                0o644,
+            ),
+        ]);
+    p.summary = "Reports a finished boot on the console (fixture)".into();
     p.post = Some(
-        "mkdir -p /var/lib/systemd/catalog /var/log/journal\n\
-         echo 'fixture catalog' > /var/lib/systemd/catalog/database\n\
-         ln -sf /usr/lib/systemd/system/multi-user.target /etc/systemd/system/default.target\n\
-         touch /etc/machine-id\n"
+        "if [ $1 -eq 1 ]; then\n\
+         \x20   systemctl --no-reload preset strata-boot-check.service >/dev/null 2>&1 || :\n\
+         fi\n"
             .into(),
     );
-    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd.
-    p.requires_pre = vec![
-        crate::spec::Dep("shadow-utils".into()),
-        crate::spec::Dep("glibc".into()),
-    ];
     p
 }
 
@@ -972,7 +1048,7 @@ fn chrony() -> PkgSpec {
 }
 
 /// The OpenShift node packages of one release.
-fn rhocp_packages(release: &str) -> Vec<PkgSpec> {
+fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
     let (crio, tools, ovs, conmon_rs) = match release {
         "4.12" => ("1.25.4", "1.25.0", "2.17.0", "0.4.0"),
         _ => ("1.26.3", "1.26.0", "3.1.0", "0.5.1"),
@@ -1052,12 +1128,11 @@ fn rhocp_packages(release: &str) -> Vec<PkgSpec> {
             500_000,
             &["libseccomp >= 2.5.3"],
         ));
-        pkgs.push(ordinary(
-            "libseccomp",
-            "2.5.3",
-            &format!("1.{tag}"),
-            170_000,
-            &["glibc"],
+        let release = format!("1.{tag}");
+        pkgs.push(rebuilt(
+            real(ing, "libseccomp", "2.5.3", &release, &["libseccomp2"]),
+            "/usr/lib64/libseccomp.so.2.5.4",
+            &release,
         ));
     }
     for p in &mut pkgs {
@@ -1131,7 +1206,7 @@ pub fn repos(ing: &Ingredients) -> Vec<RepoSpec> {
             dir: id.clone(),
             id,
             signer: Signer::Release,
-            packages: rhocp_packages(release),
+            packages: rhocp_packages(ing, release),
         });
     }
     out.push(RepoSpec {

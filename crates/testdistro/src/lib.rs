@@ -57,7 +57,8 @@ const SOURCES: &[&[u8]] = &[
     include_bytes!("../files/dracut"),
     include_bytes!("../files/initramfs-init"),
     include_bytes!("../files/initramfs-modules"),
-    include_bytes!("../files/systemd"),
+    include_bytes!("../files/strata-boot-check"),
+    include_bytes!("../files/strata-boot-check.service"),
     include_bytes!("debian.rs"),
     include_bytes!("../debian/packages"),
     include_bytes!("../native/nss_altfiles.c"),
@@ -492,7 +493,13 @@ fn check_libraries(repos: &[distro::RepoSpec]) -> Result<()> {
         let snapshot = r.dir.split('/').take(2).collect::<Vec<_>>().join("/");
         let provided: std::collections::BTreeSet<&str> = repos
             .iter()
-            .filter(|o| o.dir.starts_with(&snapshot) || o.id == r.id)
+            // A snapshot's packages need their own snapshot; a layered
+            // repo's (rhocp, epel) are installed with the RHEL repos.
+            .filter(|o| {
+                o.dir.starts_with(&snapshot)
+                    || o.id == r.id
+                    || (!r.dir.starts_with("snapshots/") && o.dir.starts_with("snapshots/"))
+            })
             .flat_map(|o| o.packages.iter())
             .flat_map(|p| p.provides.iter().map(|d| d.0.as_str()))
             .collect();

@@ -162,14 +162,7 @@ impl Workdir {
 
     /// Every build, oldest first.
     pub fn history(&self) -> Result<Vec<BuildEntry>> {
-        let path = self.builds().join("builds.json");
-        match std::fs::read(&path) {
-            Ok(bytes) => Ok(serde_json::from_slice::<BuildsFile>(&bytes)
-                .with_context(|| format!("parsing {}", path.display()))?
-                .builds),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-        }
+        history_of(&self.root)
     }
 
     /// The newest build of `stream`.
@@ -230,6 +223,19 @@ pub fn write_atomic(path: &Path, content: &[u8]) -> Result<()> {
     tmp.persist(path)
         .with_context(|| format!("renaming into {}", path.display()))?;
     Ok(())
+}
+
+/// Every build recorded in the workdir at `root`, oldest first, without
+/// creating anything (none when it has no records).
+pub fn history_of(root: &Path) -> Result<Vec<BuildEntry>> {
+    let path = root.join("builds/builds.json");
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(serde_json::from_slice::<BuildsFile>(&bytes)
+            .with_context(|| format!("parsing {}", path.display()))?
+            .builds),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
 }
 
 #[cfg(test)]
