@@ -173,13 +173,26 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     // Resolve once to learn the package set: enough to detect a no-op and
     // to fix the build's SOURCE_DATE_EPOCH, which librpm reads when a
     // context is created (so the installing context comes after).
+    let generator = format!("/usr/bin/{}", manifest.initramfs.generator);
     let probe = {
         let mut dnf = Dnf::new(dnf_opts.clone(), repo_configs.clone())?;
-        let packages = dnf.depsolve(&request).map(|r| sorted(r.packages()));
+        let packages = dnf.depsolve(&request).map(|r| {
+            (
+                sorted(r.packages()),
+                !r.providers_of_file(&generator).is_empty(),
+            )
+        });
         packages
     };
     let packages = match probe {
-        Ok(p) => p,
+        // The initramfs is made after everything is installed: a set that
+        // cannot make it fails now, before the install.
+        Ok((_, false)) => bail!(
+            "{}: initramfs.generator {} is in none of the packages to install: add the package that ships {generator} (dracut) to packages",
+            opts.manifest.display(),
+            manifest.initramfs.generator
+        ),
+        Ok((p, true)) => p,
         Err(strata_dnf::Error::PackageNotFound { name, repos }) => {
             return Err(explain_missing(
                 &name,

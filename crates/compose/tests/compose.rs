@@ -477,6 +477,35 @@ fn a_failing_post_scriptlet_fails_the_compose_naming_package_and_output() {
 }
 
 #[test]
+fn a_package_set_without_the_initramfs_generator_fails_before_installing() {
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("no-dracut.yaml");
+    std::fs::write(
+        &m,
+        format!(
+            "edition: 1\ninclude: {}\nname: rhel-8.6\nosname: rhcos\nreleasever: \"8\"\n\
+             version-prefix: \"8.6.<date:%Y%m%d>\"\npackages: [kernel-core, bash]\n",
+            demo_manifest()
+                .parent()
+                .unwrap()
+                .join("rhel-8.6-repos.yaml")
+                .display()
+        ),
+    )
+    .unwrap();
+    let w = d.path().join("w");
+    let err = format!("{:#}", compose_in(&w, &m).unwrap_err());
+    assert!(
+        err.contains("no-dracut.yaml")
+            && err.contains("initramfs.generator dracut")
+            && err.contains("/usr/bin/dracut"),
+        "{err}"
+    );
+    assert!(workdir_has_no_build(&w));
+}
+
+#[test]
 fn unsigned_and_foreign_signed_packages_are_refused_by_name() {
     let _serial = serial();
     let f = fixture();

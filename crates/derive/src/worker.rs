@@ -329,6 +329,7 @@ mod tests {
             add_files: Vec::new(),
             remove_files: Vec::new(),
             postprocess: Vec::new(),
+            units: Vec::new(),
             os_release: Vec::new(),
             source_date_epoch: 0,
         };

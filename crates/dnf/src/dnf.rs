@@ -438,6 +438,17 @@ impl Resolved<'_> {
         &self.packages
     }
 
+    /// Names of the packages to install that ship `path`.
+    pub fn providers_of_file(&self, path: &str) -> Vec<String> {
+        let Some(list) = &self.incoming else {
+            return Vec::new();
+        };
+        (0..list.len())
+            .filter(|&i| list.has_file(i, path))
+            .map(|i| list.package(i).name)
+            .collect()
+    }
+
     /// NEVRAs of installed packages the transaction would remove or replace,
     /// sorted.
     pub fn removed(&self) -> &[String] {

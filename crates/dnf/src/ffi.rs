@@ -524,6 +524,32 @@ impl PackageList<'_> {
         self.arr.map_or(ptr::null_mut(), |a| a.as_ptr())
     }
 
+    /// Whether package `i` ships the file `path` (as its repodata lists
+    /// it: every file for libdnf's file lists, `/usr/bin` and `/etc` ones
+    /// at least).
+    pub(crate) fn has_file(&self, i: usize, path: &str) -> bool {
+        let p = self.get(i);
+        // SAFETY: `p` is a live DnfPackage; the returned NULL-terminated
+        // array and its strings are the caller's, freed here.
+        unsafe {
+            let files = sys::dnf_package_get_files(p);
+            if files.is_null() {
+                return false;
+            }
+            let mut found = false;
+            let mut at = files;
+            while !(*at).is_null() {
+                if CStr::from_ptr(*at).to_bytes() == path.as_bytes() {
+                    found = true;
+                    break;
+                }
+                at = at.add(1);
+            }
+            sys::g_strfreev(files);
+            found
+        }
+    }
+
     /// Reads package `i`'s metadata.
     pub(crate) fn package(&self, i: usize) -> Package {
         let p = self.get(i);
