@@ -29,7 +29,7 @@ fuzz: deps
 
 # Every shell script the project ships: ci/ and the fixture's programs.
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
-	$(filter-out %.md %.service %/initramfs-modules,$(wildcard crates/testdistro/files/*))
+	$(filter-out %.md %.service %/kernel-core-modules,$(wildcard crates/testdistro/files/*))
 
 lint:
 	shellcheck $(SHELL_SCRIPTS)

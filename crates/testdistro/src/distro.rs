@@ -38,8 +38,6 @@ pub struct Ingredients {
     pub debian: Debian,
     /// The fixture's own NSS module (`native/nss_altfiles.c`, compiled).
     pub nss_altfiles: Vec<u8>,
-    /// Static busybox: the stand-in dracut builds its initramfs from it.
-    pub busybox: Vec<u8>,
     pub kernel: KernelFiles,
     /// The z-stream kernel's files (same binaries, new `<kver>`).
     pub kernel_z: KernelFiles,
@@ -55,10 +53,6 @@ pub const KERNEL_VERSION: &str = "6.1.0";
 pub const KERNEL_RELEASE: &str = "57.el8_6";
 pub const KERNEL_RELEASE_Z: &str = "57.1.el8_6";
 
-pub fn kver(release: &str) -> String {
-    format!("{KERNEL_VERSION}-{release}.x86_64")
-}
-
 /// 2026-10-15T00:00:00Z: build time of the 8.6 GA-snapshot packages.
 const BASE_TIME: u32 = 1_792_022_400;
 /// 2026-11-10T00:00:00Z: build time of the z-stream updates.
@@ -69,12 +63,6 @@ const OCP_TIME: u32 = 1_792_454_400;
 const DIST: &str = "el8";
 
 const FILE_DATA: &[(&str, &[u8])] = &[
-    ("dracut", include_bytes!("../files/dracut")),
-    ("initramfs-init", include_bytes!("../files/initramfs-init")),
-    (
-        "initramfs-modules",
-        include_bytes!("../files/initramfs-modules"),
-    ),
     (
         "strata-boot-check",
         include_bytes!("../files/strata-boot-check"),
@@ -164,7 +152,7 @@ fn kernel_packages(files: &KernelFiles, release: &str, time: u32) -> Vec<PkgSpec
     let exact = |n: &str| format!("{n} = {v}-{release}");
     let mut core = PkgSpec::new("kernel-core", v, release)
         .provides(&[
-            &format!("kernel-uname-r = {}", kver(release)),
+            &format!("kernel-uname-r = {}", files.kver),
             "installonlypkg(kernel)",
         ])
         .files(files.core.iter().cloned());
@@ -564,18 +552,7 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         systemd(ing),
         systemd_udev(ing),
         boot_check(),
-        pkg("dracut", "049", "202.git20220511.el8")
-            .requires(&["coreutils", "bash", "gawk", "sed", "grep", "gzip", "kmod"])
-            .files([
-                FileSpec::file("/usr/bin/dracut", data("dracut"), 0o755),
-                // The stand-in dracut packs busybox as the initramfs' only program.
-                FileSpec::file("/usr/lib/dracut/busybox", ing.busybox.clone(), 0o755),
-                FileSpec::dir("/usr/lib/dracut", 0o755),
-                FileSpec::dir("/usr/lib/dracut/dracut.conf.d", 0o755),
-                FileSpec::file("/usr/lib/dracut/initramfs-init", data("initramfs-init"), 0o755),
-                FileSpec::file("/usr/lib/dracut/initramfs-modules", data("initramfs-modules"), 0o644),
-                FileSpec::dir("/etc/dracut.conf.d", 0o755),
-            ]),
+        dracut(ing),
         grub("grub2-efi-x64", "/usr/lib/bootupd/updates/EFI/BOOT/BOOTX64.EFI", &ing.grub_efi, &[]),
         grub("grub2-pc", "/usr/lib/grub/i386-pc/core.img", &ing.grub_core_img, &[("/usr/lib/grub/i386-pc/boot.img", &ing.grub_boot_img)]),
         openssh_server(),
@@ -700,7 +677,6 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             &["containers-common"],
         ),
         ("jq", "1.6", "3.el8", 350_000, &["glibc"]),
-        ("ostree", "2022.2", "5.el8", 1_800_000, &["glibc"]),
         (
             "rpm-ostree",
             "2022.2",
@@ -709,10 +685,11 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             &["ostree", "rpm"],
         ),
     ];
-    let appstream = app
+    let mut appstream: Vec<PkgSpec> = app
         .iter()
         .map(|(n, v, r, size, req)| ordinary(n, v, r, *size, req))
         .collect();
+    appstream.push(ostree(ing));
     baseos.push(selinux_policy());
     (baseos, appstream)
 }
@@ -898,6 +875,73 @@ if [ $1 -eq 1 ]; then
         console-getty.service debug-shell.service >/dev/null 2>&1 || :
 fi
 "#;
+
+/// dracut: Debian's dracut 059 (dracut-core), RHEL's initramfs generator.
+/// With systemd in the tree it makes a systemd initramfs; ostree's module
+/// (in the ostree package) adds `ostree-prepare-root`.
+fn dracut(ing: &Ingredients) -> PkgSpec {
+    let mut p = real(
+        ing,
+        "dracut",
+        "049",
+        "202.git20220511.el8",
+        &["dracut-core"],
+    )
+    .requires(&[
+        "bash",
+        "coreutils",
+        "cpio",
+        "findutils",
+        "gawk",
+        "grep",
+        "gzip",
+        "kmod",
+        "sed",
+        "systemd",
+        "systemd-udev",
+        "util-linux",
+    ]);
+    // Debian's logrotate and lsinitrd completion; RHEL's dracut has neither.
+    p.files.retain(|f| {
+        !f.path.starts_with("/etc/logrotate.d") && !f.path.starts_with("/usr/share/bash-completion")
+    });
+    p
+}
+
+/// ostree: filler for the command line and library (RHEL's ostree and
+/// ostree-libs), with Debian's real boot-time programs where RHEL's ostree
+/// package has them: `ostree-prepare-root` and `ostree-remount` in
+/// /usr/lib/ostree, their units, and the dracut module `98ostree` with the
+/// dracut configuration that enables it. Debian's systemd generator links
+/// libostree, which the fixture does not carry: it is left out (it mounts
+/// /var from the stateroot; without it /var is the deployment's own).
+fn ostree(ing: &Ingredients) -> PkgSpec {
+    let mut p = ordinary("ostree", "2022.2", "5.el8", 1_800_000, &["glibc"]);
+    let real_files = real(ing, "ostree", "2022.2", "5.el8", &["ostree-boot"]);
+    for f in real_files.files {
+        let keep = f.path.starts_with("/usr/lib/ostree")
+            || f.path.starts_with("/usr/lib/dracut/modules.d")
+            || f.path.starts_with("/usr/lib/systemd/system/ostree-");
+        if keep {
+            put(&mut p, f);
+        } else if f.path == "/etc/dracut.conf.d/ostree.conf" {
+            // RHEL's ostree ships it in dracut's own directory.
+            let mut f = f;
+            f.path = "/usr/lib/dracut/dracut.conf.d/ostree.conf".into();
+            f.config = false;
+            put(&mut p, f);
+        }
+    }
+    for d in ["/usr/lib/dracut/dracut.conf.d", "/usr/lib/dracut/modules.d"] {
+        if !p.files.iter().any(|f| f.path == d) {
+            p.files.push(FileSpec::dir(d, 0o755));
+        }
+    }
+    let (provides, requires) = debian::elf_deps(&p.files);
+    p.provides.extend(provides.into_iter().map(Dep));
+    p.requires.extend(requires.into_iter().map(Dep));
+    p
+}
 
 /// systemd-udev: Debian's udev (udevd, udevadm, the rules and hwdb sources).
 fn systemd_udev(ing: &Ingredients) -> PkgSpec {

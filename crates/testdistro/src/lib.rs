@@ -3,10 +3,10 @@
 //!
 //! The fixture is an offline, signed, bootable RHEL 8.6 lookalike: real
 //! RPMs (built with the `rpm` crate), real repodata (createrepo_c), Debian's
-//! real kernel and busybox, GRUB images from grub-mkimage. Same inputs give
-//! byte-identical packages and repodata, and a generated fixture is reused
-//! for as long as its inputs (this crate's sources, the kernel package,
-//! busybox, GRUB) are unchanged.
+//! real kernel and programs (docs/fixture.md), GRUB images from
+//! grub-mkimage. Same inputs give byte-identical packages and repodata, and
+//! a generated fixture is reused for as long as its inputs (this crate's
+//! sources, the Debian packages, the compiler, GRUB) are unchanged.
 //!
 //! Modules:
 //! - [`boot`]: booting under qemu for tests, waiting for the boot marker.
@@ -54,9 +54,7 @@ const SOURCES: &[&[u8]] = &[
     include_bytes!("repo.rs"),
     include_bytes!("spec.rs"),
     include_bytes!("synth.rs"),
-    include_bytes!("../files/dracut"),
-    include_bytes!("../files/initramfs-init"),
-    include_bytes!("../files/initramfs-modules"),
+    include_bytes!("../files/kernel-core-modules"),
     include_bytes!("../files/strata-boot-check"),
     include_bytes!("../files/strata-boot-check.service"),
     include_bytes!("debian.rs"),
@@ -78,8 +76,6 @@ pub struct Options {
     pub kernel_cache: PathBuf,
     /// Where `ci/install-deps` put the Debian packages of `debian/packages`.
     pub deb_cache: PathBuf,
-    /// The static busybox binary to ship as coreutils.
-    pub busybox: PathBuf,
 }
 
 impl Default for Options {
@@ -92,7 +88,6 @@ impl Default for Options {
             deb_cache: std::env::var_os("STRATA_DEB_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| debian::DEFAULT_DEB_CACHE.into()),
-            busybox: "/bin/busybox".into(),
         }
     }
 }
@@ -164,20 +159,8 @@ impl Fixture {
         let deb = kernel::find_deb(&opts.kernel_cache)?;
         let debs = debian::DebCache::find(&opts.deb_cache)?;
         let compiler = native::compiler_version()?;
-        let busybox = std::fs::read(&opts.busybox).with_context(|| {
-            format!(
-                "reading {} (install the Debian package busybox-static)",
-                opts.busybox.display()
-            )
-        })?;
-        if !is_static_elf(&busybox) {
-            bail!(
-                "{} is dynamically linked: install the Debian package busybox-static",
-                opts.busybox.display()
-            );
-        }
         let grub = grub::GrubImages::build()?;
-        let key = cache_key(&deb, &debs, &compiler, &busybox, &grub.version, opts.scale)?;
+        let key = cache_key(&deb, &debs, &compiler, &grub.version, opts.scale)?;
 
         let parent = out
             .parent()
@@ -203,7 +186,7 @@ impl Fixture {
             .prefix(".fixture-")
             .tempdir_in(parent)
             .with_context(|| format!("creating a staging directory in {}", parent.display()))?;
-        let info = build(staging.path(), &deb, &debs, busybox, grub, key, opts.scale)?;
+        let info = build(staging.path(), &deb, &debs, grub, key, opts.scale)?;
         if out.exists() {
             std::fs::remove_dir_all(out)
                 .with_context(|| format!("removing the outdated fixture {}", out.display()))?;
@@ -298,31 +281,6 @@ impl Fixture {
     }
 }
 
-/// Whether `elf` is an x86-64 ELF executable without a program interpreter.
-fn is_static_elf(elf: &[u8]) -> bool {
-    const PT_INTERP: u32 = 3;
-    let u16_at = |o: usize| {
-        elf.get(o..o + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
-    };
-    let u64_at = |o: usize| {
-        elf.get(o..o + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
-    };
-    if !elf.starts_with(b"\x7fELF\x02\x01") {
-        return false;
-    }
-    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(0x20), u16_at(0x36), u16_at(0x38))
-    else {
-        return false;
-    };
-    (0..phnum).all(|i| {
-        let at = phoff + i * phentsize;
-        elf.get(at..at + 4)
-            .is_some_and(|t| u32::from_le_bytes(t.try_into().expect("4 bytes")) != PT_INTERP)
-    })
-}
-
 /// How [`Fixture::build_repo`] signs packages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signing {
@@ -349,7 +307,6 @@ fn cache_key(
     deb: &Path,
     debs: &debian::DebCache,
     compiler: &str,
-    busybox: &[u8],
     grub_version: &str,
     scale: usize,
 ) -> Result<String> {
@@ -369,7 +326,6 @@ fn cache_key(
         h.update(meta.len().to_le_bytes());
     }
     h.update(compiler.as_bytes());
-    h.update(Sha256::digest(busybox));
     h.update(grub_version.as_bytes());
     h.update(scale.to_le_bytes());
     Ok(hex::encode(h.finalize()))
@@ -380,7 +336,6 @@ fn build(
     root: &Path,
     deb: &Path,
     debs: &debian::DebCache,
-    busybox: Vec<u8>,
     grub: grub::GrubImages,
     cache_key: String,
     scale: usize,
@@ -388,13 +343,30 @@ fn build(
     let release_key = release_key()?;
     let epel_key = epel_key()?;
     let kernel = kernel::Kernel::unpack(deb)?;
-    let kvers = vec![distro::kver(KERNEL_RELEASE), distro::kver(KERNEL_RELEASE_Z)];
+    // The modules directory is the kernel's own `uname -r`, as on RHEL:
+    // udev and modprobe look there. The fixture has one Debian kernel
+    // build, so its z-stream update is that build again under the same
+    // kver, rebuilt (its image changes, see distro.rs).
+    let kvers = vec![kernel.uname.clone(), kernel.uname.clone()];
     let ingredients = distro::Ingredients {
         debian: debian::Debian::unpack(debs)?,
         nss_altfiles: native::nss_altfiles()?,
-        busybox,
         kernel: kernel.files(&kvers[0])?,
-        kernel_z: kernel.files(&kvers[1])?,
+        kernel_z: {
+            // The z-stream kernel: the same build, its image changed after
+            // the bytes the loaders read (as `distro::rebuilt` does).
+            let mut z = kernel.files(&kvers[1])?;
+            for f in &mut z.core {
+                if let (true, spec::FileKind::File(content)) =
+                    (f.path.ends_with("/vmlinuz"), &mut f.kind)
+                {
+                    content.extend_from_slice(
+                        format!("\0strata fixture rebuild {KERNEL_RELEASE_Z}\0").as_bytes(),
+                    );
+                }
+            }
+            z
+        },
         grub_efi: grub.efi,
         grub_boot_img: grub.boot_img,
         grub_core_img: grub.core_img,

@@ -324,7 +324,15 @@ fn installed_fixture_boots_under_qemu() {
     let kver = &f.info.kernel_kvers[0];
     run(Command::new("chroot")
         .arg(&root)
-        .args(["/usr/bin/dracut", "-f", "--kver", kver])
+        .args([
+            "/usr/bin/dracut",
+            "--no-hostonly",
+            "--reproducible",
+            "-f",
+            "--kver",
+            kver,
+        ])
+        .arg(format!("/usr/lib/modules/{kver}/initramfs.img"))
         .env("SOURCE_DATE_EPOCH", "1792022400"));
     let moddir = root.join(format!("usr/lib/modules/{kver}"));
     let image = work.path().join("root.img");
