@@ -597,6 +597,13 @@ fn check_base_locked(
 ) -> Result<Vec<String>> {
     let mut allowed = Vec::new();
     let mut refused = Vec::new();
+    // What the manifest itself asked for is the cause when it names a base
+    // package: blaming the packages that happen to need it misleads.
+    let requested: BTreeSet<&str> = m
+        .packages
+        .iter()
+        .flat_map(|p| p.split_whitespace())
+        .collect();
     for old in removed {
         let replacement = packages.iter().find(|p| name_of(old) == p.name);
         let name = replacement
@@ -613,6 +620,10 @@ fn check_base_locked(
             .map(|r| requirers(packages, r))
             .unwrap_or_default();
         refused.push(match (replacement, needed_by.is_empty()) {
+            (Some(r), _) if requested.contains(r.name.as_str()) => format!(
+                "packages asks for {}, which would update base package {old} to {}",
+                r.name, r.nevra
+            ),
             (Some(r), false) => format!(
                 "{} needs {} but the base has {old}",
                 needed_by.join(", "),

@@ -410,6 +410,24 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         "{e}"
     );
 
+    // Asking for a base package that a newer snapshot updates blames the
+    // request, not the packages that need the library.
+    let newer = release_manifest(
+        m.path(),
+        &format!(
+            "repos:\n  - id: zstream-baseos\n    baseurl: file://{0}\n    gpgkey: file://{1}\ninputs:\n  repos: [zstream-baseos]\npackages: [glibc]\n",
+            f.path(&f.repo("rhel-8.6-baseos", Some(&f.info.snapshots[1])).unwrap().dir).display(),
+            f.path("keys/RPM-GPG-KEY-strata-fixture-release").display()
+        ),
+    );
+    let e = err_of(std::slice::from_ref(&newer), &[]);
+    assert!(
+        e.contains("packages asks for glibc, which would update base package glibc-2.28-189.5")
+            && e.contains("allow-base-upgrade")
+            && !e.contains(" needs "),
+        "{e}"
+    );
+
     // A package whose %post exits 3 (it comes from the base's repos).
     let failing = release_manifest(m.path(), "packages: [failing-post]\n");
     let e = err_of(std::slice::from_ref(&failing), &[]);

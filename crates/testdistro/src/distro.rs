@@ -461,7 +461,7 @@ const REAL: &[(&str, &str, &str, &[&str])] = &[
         "util-linux",
         "2.32.1",
         "35.el8",
-        &["util-linux", "mount", "fdisk"],
+        &["util-linux", "mount", "fdisk", "login"],
     ),
     ("coreutils", "8.30", "12.el8", &["coreutils"]),
     ("sed", "4.5", "5.el8", &["sed"]),
@@ -563,6 +563,20 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         REAL.iter()
             .map(|(name, version, release, debs)| real(ing, name, version, release, debs)),
     );
+    // RHEL's util-linux has login and nologin, which Debian keeps in login
+    // with shadow's tools (RHEL's shadow-utils has those, and login.defs).
+    for p in baseos.iter_mut().filter(|p| p.name == "util-linux") {
+        p.files.retain(|f| {
+            ![
+                "/etc/login.defs",
+                "/usr/bin/faillog",
+                "/usr/bin/lastlog",
+                "/usr/bin/newgrp",
+                "/usr/bin/sg",
+            ]
+            .contains(&f.path.as_str())
+        });
+    }
     baseos.extend(kernel_packages(
         if zstream { &ing.kernel_z } else { &ing.kernel },
         if zstream {
