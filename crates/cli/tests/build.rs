@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use strata_testdistro::peers::Registry;
@@ -296,6 +296,28 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         );
     }
     eprintln!("step 1 (first build) done at {:?}", started.elapsed());
+
+    // The demo's own 4.13 qemu disk boots (UEFI, q35) through its real dracut
+    // initramfs and ostree-prepare-root into real systemd, with the node
+    // layer's kubelet in the tree.
+    let rel = release(&first, "4.13");
+    let qemu = &rel["disks"]["artifacts"][0];
+    assert_eq!(qemu["platform"], "qemu");
+    let mut spec = strata_testdistro::boot::BootSpec::new(
+        strata_testdistro::boot::Firmware::Uefi,
+        s(&qemu["path"]),
+    );
+    spec.disk_format = s(&qemu["format"]).to_string();
+    spec.timeout = Duration::from_secs(240);
+    let booted = strata_testdistro::boot::boot(&spec).unwrap();
+    assert_eq!(
+        booted.marker,
+        format!(
+            "STRATA-BOOT-OK version={} openshift=4.13 init=systemd kubelet=yes",
+            s(&rel["version"])
+        )
+    );
+    eprintln!("the demo's 4.13 qemu disk booted in {:?}", booted.elapsed);
 
     // 2. Nothing changed: nothing rebuilds, nothing is recorded.
     let history = std::fs::read(w0.join("builds/builds.json")).unwrap();
