@@ -274,10 +274,8 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         .as_ref()
         .and_then(|p| read_accounts(&wd, &stream, &p.version));
     prepare_root(&root, previous_accounts.as_ref())?;
+    // The install itself warns about each failure ignore-scripts lets through.
     let installed = resolved.install().context("installing packages")?;
-    for f in &installed.ignored_scriptlet_failures {
-        tracing::warn!("ignored (ignore-scripts): {f}");
-    }
 
     let kernel = tree::find_kernel(&root)?;
     let mut generator = vec![format!("/usr/bin/{}", manifest.initramfs.generator)];

@@ -774,6 +774,7 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
     let started = std::time::Instant::now();
     let done = worker::run(&opts.worker, &job, staging)?;
     tracing::debug!(elapsed = ?started.elapsed(), "{}: installed", p.stream);
+    // The worker's own warnings are not shown: say it here.
     for f in &done.ignored_scriptlet_failures {
         tracing::warn!("{}: ignored (ignore-scripts): {f}", p.stream);
     }

@@ -549,9 +549,11 @@ impl Resolved<'_> {
             committed.map_err(|e| explain_full(root, e))?;
             let (ignored, fatal): (Vec<String>, Vec<String>) =
                 failures.into_iter().partition(|f| {
-                    let failed = scriptlet_failed(f, "");
-                    matches!(failed, Error::ScriptletFailed { package, .. }
-                        if self.options.ignore_scripts.iter().any(|n| *n == name_of_nevra(&package)))
+                    let package = parse_scriptlet_failure(f).1;
+                    self.options
+                        .ignore_scripts
+                        .iter()
+                        .any(|n| n == name_of_nevra(package))
                 });
             if let Some(failure) = fatal.first() {
                 return Err(scriptlet_failed(failure, &tail));
@@ -577,15 +579,21 @@ impl Resolved<'_> {
     }
 }
 
-/// rpm's `%post(NEVRA) scriptlet failed, exit status N` as an error.
-fn scriptlet_failed(message: &str, output: &str) -> Error {
+/// rpm's `%post(NEVRA) scriptlet failed, exit status N`, in its parts:
+/// scriptlet, package NEVRA, status.
+fn parse_scriptlet_failure(message: &str) -> (&str, &str, &str) {
     let (head, status) = message
         .split_once(" scriptlet failed, ")
         .unwrap_or((message, "failed"));
-    let (scriptlet, package) = match head.split_once('(') {
-        Some((s, rest)) => (s, rest.trim_end_matches(')')),
-        None => (head, "?"),
-    };
+    match head.split_once('(') {
+        Some((scriptlet, rest)) => (scriptlet, rest.trim_end_matches(')'), status),
+        None => (head, "?", status),
+    }
+}
+
+/// rpm's failure message as an error, with the output's tail.
+fn scriptlet_failed(message: &str, output: &str) -> Error {
+    let (scriptlet, package, status) = parse_scriptlet_failure(message);
     Error::ScriptletFailed {
         package: package.to_string(),
         scriptlet: scriptlet.to_string(),
@@ -601,6 +609,7 @@ fn name_of_nevra(nevra: &str) -> &str {
 
 /// How much of the transaction's output an error quotes.
 const OUTPUT_LINES: usize = 4;
+/// Bytes, cut at a character boundary.
 const OUTPUT_CHARS: usize = 400;
 
 /// The transaction's own output (rpm's messages, what scriptlets print),
@@ -652,17 +661,11 @@ impl OutputCapture {
             // rpm's own line about the failure becomes the error itself.
             .filter(|l| !l.is_empty() && !l.contains(" scriptlet failed, "))
             .collect();
-        let tail = lines[lines.len().saturating_sub(OUTPUT_LINES)..].join(" | ");
-        let tail: String = tail
+        let joined = lines[lines.len().saturating_sub(OUTPUT_LINES)..].join(" | ");
+        crate::job::tail(&joined, OUTPUT_CHARS)
             .chars()
-            .rev()
-            .take(OUTPUT_CHARS)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
             .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        tail
+            .collect()
     }
 }
 
@@ -772,6 +775,22 @@ fn keys_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rpms_scriptlet_failure_message_is_read_into_its_parts() {
+        let m = "%post(failing-post-1:1.0-1.el8.x86_64) scriptlet failed, exit status 3";
+        let (scriptlet, package, status) = parse_scriptlet_failure(m);
+        assert_eq!(
+            (scriptlet, package, status),
+            ("%post", "failing-post-1:1.0-1.el8.x86_64", "exit status 3")
+        );
+        assert_eq!(name_of_nevra(package), "failing-post");
+        let e = scriptlet_failed(m, "cannot reach it").to_string();
+        assert_eq!(
+            e,
+            "package failing-post-1:1.0-1.el8.x86_64: its %post scriptlet failed (exit status 3); output ends: cannot reach it"
+        );
+    }
 
     #[test]
     fn keys_follow_master_switch_repo_flag_and_local_settings() {

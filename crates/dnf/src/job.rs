@@ -145,7 +145,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The last `max` bytes of `s`, cut at a character boundary.
-fn tail(s: &str, max: usize) -> &str {
+pub(crate) fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
