@@ -95,8 +95,11 @@ fn frequency(release: &str, history_changes: u32) -> u32 {
 /// `usr/share/rpm`), with the kernel `kver`'s image and initramfs as their
 /// own component.
 pub fn content_map(rpmdb: &Path, kver: &str, history: &ChangeHistory) -> Result<ContentMap> {
+    let backend = strata_rpmdb::Backend::detect(rpmdb).unwrap_or(strata_rpmdb::Backend::Sqlite);
     let out = strata_process::stdout(
         std::process::Command::new("rpm")
+            .arg("--define")
+            .arg(format!("_db_backend {}", backend.host_macro()))
             .arg("--dbpath")
             .arg(rpmdb)
             .args([

@@ -29,7 +29,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
-use strata_manifest::{BaseManifest, UtcDateTime, Vars};
+use strata_manifest::{BaseManifest, RpmdbBackend, UtcDateTime, Vars};
 use strata_workdir::{BuildEntry, Workdir};
 
 pub use chunks::{content_map, ChangeHistory, KERNEL_IMAGE};
@@ -120,6 +120,9 @@ pub struct BuildMeta {
     /// `ignore-scripts` let through.
     #[serde(default)]
     pub ignored_scriptlet_failures: Vec<String>,
+    /// The rpm database's backend: `bdb` or `sqlite`.
+    #[serde(default)]
+    pub rpmdb: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -304,6 +307,14 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     os_release.push(("OSTREE_VERSION", &version));
     files::set_os_release(&root, &os_release)?;
     tree::apply(&root)?;
+    // Installed with the host's rpm (sqlite); stored as the target's rpm
+    // reads it.
+    let rpmdb = match manifest.rpmdb {
+        RpmdbBackend::Bdb => strata_rpmdb::Backend::Bdb,
+        RpmdbBackend::Sqlite => strata_rpmdb::Backend::Sqlite,
+    };
+    strata_rpmdb::convert(&root.join("usr/share/rpm"), rpmdb)
+        .with_context(|| format!("writing the rpm database as {}", rpmdb.as_str()))?;
 
     let pkg_entries: Vec<commit::PkgEntry> = packages
         .iter()
@@ -373,6 +384,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         package_diff,
         manifest: opts.manifest.clone(),
         ignored_scriptlet_failures: installed.ignored_scriptlet_failures.clone(),
+        rpmdb: rpmdb.as_str().to_string(),
     };
     let entry = BuildEntry {
         stream: stream.clone(),

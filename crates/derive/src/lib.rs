@@ -273,6 +273,12 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
         &probe.path().join(RPMDB.trim_start_matches('/')),
     )
     .context("copying the base's rpmdb")?;
+    // The host's rpm resolves against sqlite; a RHEL 8 base keeps bdb.
+    strata_rpmdb::convert(
+        &probe.path().join(RPMDB.trim_start_matches('/')),
+        strata_rpmdb::Backend::Sqlite,
+    )
+    .context("reading the base's rpmdb")?;
     let releasever = releasever_of(&lower)?;
     let mut plans = Vec::new();
     for path in &opts.manifests {

@@ -253,6 +253,13 @@ fn install(job: &Job) -> Result<Installed> {
     files::make_device_nodes(root)?;
     // librpm stamps installed headers with SOURCE_DATE_EPOCH when set.
     std::env::set_var("SOURCE_DATE_EPOCH", job.source_date_epoch.to_string());
+    // The host's rpm installs into sqlite; the layer keeps the base's
+    // backend (a RHEL 8 base's rpm reads only bdb).
+    let rpmdb = root.join("usr/share/rpm");
+    let backend = strata_rpmdb::Backend::detect(&rpmdb)
+        .context("the base has no rpm database in /usr/share/rpm")?;
+    strata_rpmdb::convert(&rpmdb, strata_rpmdb::Backend::Sqlite)
+        .context("opening the base's rpm database for the install")?;
     let report = job
         .install
         .run()
@@ -290,6 +297,8 @@ fn install(job: &Job) -> Result<Installed> {
         .collect();
     files::set_os_release(root, &values)?;
     tree::apply_layered(root)?;
+    strata_rpmdb::convert(&rpmdb, backend)
+        .with_context(|| format!("writing the rpm database back as {}", backend.as_str()))?;
     for t in TRANSIENT {
         let p = root.join(t);
         if p.symlink_metadata().is_ok() {

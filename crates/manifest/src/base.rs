@@ -48,6 +48,8 @@ pub struct BaseManifest {
     /// systemd units to enable.
     pub units: Vec<String>,
     pub initramfs: Initramfs,
+    /// How the image keeps its rpm database: what its own rpm reads.
+    pub rpmdb: RpmdbBackend,
     /// Install documentation (default true).
     pub documentation: bool,
     /// Install weak dependencies (default false).
@@ -55,6 +57,44 @@ pub struct BaseManifest {
     /// Resolved against the manifest that names it.
     #[serde(serialize_with = "crate::canonical::option_path")]
     pub lockfile: Option<PathBuf>,
+}
+
+/// The rpm database formats an image can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RpmdbBackend {
+    /// Berkeley DB files in `/usr/share/rpm`: RHEL 8's rpm (4.14) reads and
+    /// writes nothing else.
+    Bdb,
+    /// One sqlite file: RHEL 9 and later.
+    Sqlite,
+}
+
+impl RpmdbBackend {
+    pub fn parse(text: &str) -> Option<RpmdbBackend> {
+        match text {
+            "bdb" => Some(RpmdbBackend::Bdb),
+            "sqlite" => Some(RpmdbBackend::Sqlite),
+            _ => None,
+        }
+    }
+
+    /// What the target's rpm uses: Berkeley DB up to RHEL 8, sqlite from
+    /// RHEL 9 on, and for a `$releasever` that is not a number (a newer
+    /// distribution's name).
+    pub fn for_releasever(releasever: &str) -> RpmdbBackend {
+        match releasever.split('.').next().and_then(|m| m.parse::<u32>().ok()) {
+            Some(major) if major <= 8 => RpmdbBackend::Bdb,
+            _ => RpmdbBackend::Sqlite,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RpmdbBackend::Bdb => "bdb",
+            RpmdbBackend::Sqlite => "sqlite",
+        }
+    }
 }
 
 impl BaseManifest {
@@ -113,6 +153,7 @@ pub(crate) struct PartialBase {
     remove_files: Option<Vec<Str>>,
     units: Option<Vec<Str>>,
     initramfs: Option<PartialInitramfs>,
+    rpmdb: Option<Str>,
     documentation: Option<Spanned<bool>>,
     recommends: Option<Spanned<bool>>,
     lockfile: Option<Str>,
@@ -135,6 +176,7 @@ merge_fields!(PartialBase {
     remove_files,
     units,
     initramfs,
+    rpmdb,
     documentation,
     recommends,
     lockfile,
@@ -182,6 +224,15 @@ impl Document for BaseManifest {
         let remove_files = content::remove_files(cx, p.remove_files)?;
         let units = content::units(cx, p.units)?;
         let initramfs = content::initramfs(cx, p.initramfs)?;
+        let rpmdb = match p.rpmdb {
+            Some(r) => {
+                let text = cx.text(&r)?;
+                RpmdbBackend::parse(&text).ok_or_else(|| {
+                    cx.invalid(r.at, "rpmdb", format!("{text:?} is not bdb or sqlite"))
+                })?
+            }
+            None => RpmdbBackend::for_releasever(&releasever.0),
+        };
         let lockfile = match p.lockfile {
             None => None,
             Some(l) => Some(cx.path(l.at, &cx.text(&l)?)),
@@ -202,6 +253,7 @@ impl Document for BaseManifest {
             remove_files,
             units,
             initramfs,
+            rpmdb,
             documentation: p.documentation.is_none_or(|d| d.value),
             recommends: p.recommends.is_some_and(|r| r.value),
             lockfile,
@@ -258,6 +310,20 @@ packages:
         assert!(!m.recommends);
         assert_eq!(m.initramfs, Initramfs::default());
         assert_eq!(m.lockfile, None);
+        assert_eq!(m.rpmdb, RpmdbBackend::Bdb);
+    }
+
+    #[test]
+    fn rpmdb_follows_the_release_unless_set() {
+        let nine = MINIMAL.replace("releasever: \"8\"", "releasever: \"9\"");
+        assert_eq!(parse(&nine).unwrap().rpmdb, RpmdbBackend::Sqlite);
+        let set = format!("{MINIMAL}rpmdb: sqlite\n");
+        assert_eq!(parse(&set).unwrap().rpmdb, RpmdbBackend::Sqlite);
+        let bad = format!("{MINIMAL}rpmdb: ndb\n");
+        assert_eq!(
+            parse(&bad).unwrap_err().to_string(),
+            "m.yaml:15:8: invalid rpmdb: \"ndb\" is not bdb or sqlite"
+        );
     }
 
     #[test]
@@ -306,7 +372,7 @@ packages:
         let cases: Vec<(String, &str)> = vec![
             (
                 add("osnme: x\n"),
-                "m.yaml:15:1: unknown field `osnme`, expected one of `edition`, `include`, `variables`, `name`, `osname`, `releasever`, `version-prefix`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `postprocess`, `add-files`, `remove-files`, `units`, `initramfs`, `documentation`, `recommends`, `lockfile`",
+                "m.yaml:15:1: unknown field `osnme`, expected one of `edition`, `include`, `variables`, `name`, `osname`, `releasever`, `version-prefix`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `postprocess`, `add-files`, `remove-files`, `units`, `initramfs`, `rpmdb`, `documentation`, `recommends`, `lockfile`",
             ),
             (
                 swap("    gpgkey:", "    gpgkeys:"),

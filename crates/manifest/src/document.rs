@@ -598,7 +598,7 @@ metadata_expire = 86400
             BaseManifest::load_from(&files, Path::new("/m/top.yaml"), &Vars::new()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "/m/top.yaml:4:1: unknown field `release`, expected one of `edition`, `include`, `variables`, `name`, `osname`, `releasever`, `version-prefix`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `postprocess`, `add-files`, `remove-files`, `units`, `initramfs`, `documentation`, `recommends`, `lockfile`"
+            "/m/top.yaml:4:1: unknown field `release`, expected one of `edition`, `include`, `variables`, `name`, `osname`, `releasever`, `version-prefix`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `postprocess`, `add-files`, `remove-files`, `units`, `initramfs`, `rpmdb`, `documentation`, `recommends`, `lockfile`"
         );
         let files = files.with(
             "/m/top.yaml",

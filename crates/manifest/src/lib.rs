@@ -44,7 +44,7 @@ mod spanned;
 mod vars;
 mod version;
 
-pub use base::BaseManifest;
+pub use base::{BaseManifest, RpmdbBackend};
 pub use content::{is_unit_name, AddFile, Initramfs};
 pub use document::{Loaded, EDITION, MAX_INCLUDE_DEPTH};
 pub use error::{FileRole, Location, ManifestError, Position};

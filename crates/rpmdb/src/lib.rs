@@ -41,17 +41,6 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The backend a RHEL (or CentOS Stream) major release's rpm uses, from
-    /// dnf's `$releasever` (`8`, `8.6`, `9`); None for an unknown form.
-    pub fn for_releasever(releasever: &str) -> Option<Backend> {
-        let major: u32 = releasever.split('.').next()?.parse().ok()?;
-        Some(if major <= 8 {
-            Backend::Bdb
-        } else {
-            Backend::Sqlite
-        })
-    }
-
     /// The backend of the database in `dir`, None when there is none.
     pub fn detect(dir: &Path) -> Option<Backend> {
         if dir.join("rpmdb.sqlite").is_file() {
@@ -77,19 +66,6 @@ impl Backend {
         match self {
             Backend::Bdb => "bdb_ro",
             Backend::Sqlite => "sqlite",
-        }
-    }
-}
-
-impl std::str::FromStr for Backend {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Backend, String> {
-        match s {
-            "bdb" => Ok(Backend::Bdb),
-            "sqlite" => Ok(Backend::Sqlite),
-            _ => Err(format!(
-                "unknown rpmdb backend {s:?} (expected bdb or sqlite)"
-            )),
         }
     }
 }
@@ -340,10 +316,13 @@ fn scrub_page(p: &mut [u8]) {
 }
 
 /// Rewrites the database in `dir` into backend `to` in place (nothing to do
-/// when it already is). The new database is built beside the old one and
-/// swapped in whole; on error the old one is left as it was.
+/// when it already is). The new database is built beside the old one, then
+/// the old files are replaced file by file (the directory itself stays, so
+/// this works on an overlay that cannot rename a lower directory); on error
+/// while building, the old database is left as it was.
 pub fn convert(dir: &Path, to: Backend) -> Result<(), Error> {
-    let from = Backend::detect(dir).ok_or_else(|| Error::NoDatabase(dir.display().to_string()))?;
+    let from =
+        Backend::detect(dir).ok_or_else(|| Error::NoDatabase(dir.display().to_string()))?;
     if from == to {
         return Ok(());
     }
@@ -362,12 +341,33 @@ pub fn convert(dir: &Path, to: Backend) -> Result<(), Error> {
         let _ = fs::remove_dir_all(&staging);
         return Err(e);
     }
-    let old = sibling(dir, "old");
-    fs::rename(dir, &old).map_err(io(dir))?;
-    fs::rename(&staging, dir).map_err(io(dir))?;
-    fs::remove_dir_all(&old).map_err(io(&old))?;
+    for path in files_in(dir)? {
+        fs::remove_file(&path).map_err(io(&path))?;
+    }
+    for path in files_in(&staging)? {
+        let dest = dir.join(path.file_name().unwrap_or_default());
+        fs::rename(&path, &dest).map_err(io(&dest))?;
+    }
+    fs::remove_dir(&staging).map_err(io(&staging))?;
     tracing::debug!(dir = %dir.display(), from = from.as_str(), to = to.as_str(), "rpmdb converted");
     Ok(())
+}
+
+/// The files of a database directory (it holds nothing else).
+fn files_in(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io(dir))? {
+        let path = entry.map_err(io(dir))?.path();
+        if path.is_dir() {
+            return Err(Error::Io {
+                path: path.display().to_string(),
+                source: std::io::Error::other("a directory inside the rpm database"),
+            });
+        }
+        out.push(path);
+    }
+    out.sort();
+    Ok(out)
 }
 
 fn sibling(dir: &Path, what: &str) -> PathBuf {
@@ -386,10 +386,12 @@ fn import_sqlite(dir: &Path, stream: &[u8]) -> Result<(), Error> {
             .arg("--importdb"),
         Some(stream),
     )?;
-    for entry in fs::read_dir(dir).map_err(io(dir))? {
-        let path = entry.map_err(io(dir))?.path();
+    for path in files_in(dir)? {
         let name = path.file_name().unwrap_or_default().to_string_lossy();
-        if name != "rpmdb.sqlite" {
+        let empty = fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(false);
+        // Lock files, and sqlite's log once checkpointed (empty) with its
+        // shared-memory index: run-time state, not the database.
+        if name == ".rpm.lock" || name == "rpmdb.sqlite-shm" || (name == "rpmdb.sqlite-wal" && empty) {
             fs::remove_file(&path).map_err(io(&path))?;
         }
     }
