@@ -252,6 +252,13 @@ fn umoci_baseline(fixture: &Fixture, base: &Base, dir: &Path, packages: &[String
     if !root.join("etc").exists() {
         std::os::unix::fs::symlink("usr/etc", root.join("etc"))?;
     }
+    // A RHEL 8 base keeps a Berkeley DB rpmdb, which the host's rpm only
+    // reads: rebuild it as sqlite first, as one would by hand.
+    strata_process::run(
+        Command::new("rpmdb")
+            .arg(format!("--dbpath={}", root.join("usr/share/rpm").display()))
+            .args(["--define", "_db_backend sqlite", "--rebuilddb"]),
+    )?;
     let reposdir = dir.join("umoci-repos.d");
     std::fs::create_dir_all(&reposdir)?;
     for file in ["rhel-8.6-20261101.repo", "rhocp-4.13.repo"] {

@@ -179,6 +179,10 @@ fn demo_base_follows_the_conventions() {
     // A RHEL 8 tree keeps the Berkeley DB files its own rpm reads, and rpm's
     // read-only bdb backend lists exactly the lockfile's packages.
     assert!(tree.join("usr/share/rpm/Packages").is_file());
+    assert_eq!(
+        std::fs::read_link(tree.join("usr/lib/sysimage/rpm")).unwrap(),
+        Path::new("../../share/rpm")
+    );
     assert!(tree.join("usr/share/rpm/Basenames").is_file());
     assert!(!tree.join("usr/share/rpm/rpmdb.sqlite").exists());
     let qa = run(Command::new("rpm")
@@ -256,11 +260,10 @@ fn same_inputs_give_the_same_commit_in_a_fresh_workdir_at_other_paths_and_from_t
     // Next to the fixture, so that the mirror can be hard links.
     let elsewhere = tempfile::tempdir_in(f.root.parent().unwrap()).unwrap();
     let checkout = elsewhere.path().join("checkout");
-    std::fs::create_dir(&checkout).unwrap();
-    for entry in std::fs::read_dir(demo_manifest().parent().unwrap()).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, checkout.join(path.file_name().unwrap())).unwrap();
-    }
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(demo_manifest().parent().unwrap())
+        .arg(&checkout));
     let mirror = elsewhere.path().join("mirror");
     run(Command::new("cp").arg("-al").arg(&f.root).arg(&mirror));
     let w = tempfile::tempdir().unwrap();

@@ -286,16 +286,18 @@ fn install(job: &Job) -> Result<Installed> {
         })
         .collect();
     files::add_and_remove(root, &add, &job.remove_files)?;
-    for (i, script) in job.postprocess.iter().enumerate() {
-        sandbox::run_script(root, job.source_date_epoch, i, script)?;
-    }
-    files::enable_units(root, &job.units)?;
+    // Postprocess scripts see the release's os-release (OPENSHIFT_VERSION,
+    // OSTREE_VERSION), e.g. to write a login banner.
     let values: Vec<(&str, &str)> = job
         .os_release
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     files::set_os_release(root, &values)?;
+    for (i, script) in job.postprocess.iter().enumerate() {
+        sandbox::run_script(root, job.source_date_epoch, i, script)?;
+    }
+    files::enable_units(root, &job.units)?;
     tree::apply_layered(root)?;
     strata_rpmdb::convert(&rpmdb, backend)
         .with_context(|| format!("writing the rpm database back as {}", backend.as_str()))?;

@@ -261,6 +261,25 @@ fn releases_share_every_base_layer_and_add_only_their_packages() {
             "configuration stays in /usr/etc"
         );
         assert!(dest.join("usr/etc/openvswitch/system-id.conf").is_file());
+        // The node layer's own steps (manifests/demo/node-layer.yaml): a
+        // file from add-files, and postprocess output that read the
+        // release's os-release.
+        assert!(
+            std::fs::read_to_string(dest.join("usr/lib/tmpfiles.d/openshift-node.conf"))
+                .unwrap()
+                .contains("d /var/lib/cni 0755 root root - -")
+        );
+        let motd = std::fs::read_to_string(dest.join("usr/etc/motd")).unwrap();
+        assert!(
+            motd.contains(&format!("Part of OpenShift {release},"))
+                && motd.contains(&format!("CoreOS {}", r.version)),
+            "{motd}"
+        );
+        assert_eq!(
+            std::fs::read_link(dest.join("usr/libexec/crio/conmon")).unwrap(),
+            Path::new("../../bin/conmon")
+        );
+        assert!(dest.join("usr/share/containers/oci/hooks.d").is_dir());
         // The layer keeps the base's Berkeley DB rpmdb, now listing both.
         assert!(!dest.join("usr/share/rpm/rpmdb.sqlite").exists());
         let qa = run(Command::new("rpm")

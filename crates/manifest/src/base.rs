@@ -83,7 +83,11 @@ impl RpmdbBackend {
     /// RHEL 9 on, and for a `$releasever` that is not a number (a newer
     /// distribution's name).
     pub fn for_releasever(releasever: &str) -> RpmdbBackend {
-        match releasever.split('.').next().and_then(|m| m.parse::<u32>().ok()) {
+        match releasever
+            .split('.')
+            .next()
+            .and_then(|m| m.parse::<u32>().ok())
+        {
             Some(major) if major <= 8 => RpmdbBackend::Bdb,
             _ => RpmdbBackend::Sqlite,
         }

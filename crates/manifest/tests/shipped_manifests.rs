@@ -184,7 +184,18 @@ fn demo_releases_flatten() {
             m.version_template.as_str(),
             strata_manifest::VersionTemplate::DEFAULT
         );
-        assert!(m.postprocess[0].contains(&format!("OPENSHIFT_RELEASE={release}")));
+        // The node layer's steps (node-layer.yaml) come first, the
+        // release's own after them.
+        assert!(m.postprocess[0].contains("/etc/yum.repos.d"));
+        assert!(m
+            .postprocess
+            .last()
+            .unwrap()
+            .contains(&format!("OPENSHIFT_RELEASE={release}")));
+        assert_eq!(
+            m.add_files[0].dest,
+            "/usr/lib/tmpfiles.d/openshift-node.conf"
+        );
     }
 }
 
@@ -300,6 +311,18 @@ fn real_releases_flatten() {
         ] {
             assert!(m.packages.iter().any(|p| p == name), "{release}: {name}");
         }
+        // The node layer's steps besides packages (node-layer.yaml).
+        let steps = m.postprocess.join("\n");
+        for step in [
+            "/etc/yum.repos.d",
+            "/etc/pki/entitlement-host",
+            "semanage boolean --modify --on container_use_cephfs",
+            "/usr/libexec/crio/conmon",
+            "/etc/motd",
+        ] {
+            assert!(steps.contains(step), "{release}: {step}");
+        }
+        assert!(m.add_files[0].src.is_file(), "{:?}", m.add_files[0].src);
     }
 }
 

@@ -130,7 +130,8 @@ pub fn apply_layered(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `/var/lib/rpm` -> `/usr/share/rpm`, with a compatibility symlink and the
+/// `/var/lib/rpm` -> `/usr/share/rpm`, with compatibility symlinks
+/// (`/usr/lib/sysimage/rpm` here, `/var/lib/rpm` from tmpfiles.d) and the
 /// `%_dbpath` macro.
 fn relocate_rpmdb(root: &Path) -> Result<()> {
     let old = root.join("var/lib/rpm");
@@ -146,6 +147,20 @@ fn relocate_rpmdb(root: &Path) -> Result<()> {
         bail!("the tree has no rpm database at /var/lib/rpm or /usr/share/rpm");
     }
     clean_rpmdb(&new)?;
+    // Where rpm 4.17+, libsolv and bootupd look first; RHEL's image builds
+    // keep the database in /usr/share/rpm and link this to it. A directory
+    // there (rpm ships one from 4.17 on; a scriptlet's `rpm -q` may have
+    // made a database in it) is not the installed set: it goes.
+    let sysimage = root.join("usr/lib/sysimage/rpm");
+    if sysimage.is_dir() && !sysimage.is_symlink() {
+        fs::remove_dir_all(&sysimage)
+            .with_context(|| format!("removing {}", sysimage.display()))?;
+    } else if sysimage.symlink_metadata().is_ok() {
+        fs::remove_file(&sysimage).with_context(|| format!("removing {}", sysimage.display()))?;
+    }
+    fs::create_dir_all(sysimage.parent().expect("has parent"))?;
+    std::os::unix::fs::symlink("../../share/rpm", &sysimage)
+        .with_context(|| format!("linking {}", sysimage.display()))?;
     write_file(
         &root.join(RPMDB_MACROS),
         b"# The rpm database of an ostree-based system lives in /usr.\n%_dbpath /usr/share/rpm\n",

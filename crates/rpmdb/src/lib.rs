@@ -321,8 +321,7 @@ fn scrub_page(p: &mut [u8]) {
 /// this works on an overlay that cannot rename a lower directory); on error
 /// while building, the old database is left as it was.
 pub fn convert(dir: &Path, to: Backend) -> Result<(), Error> {
-    let from =
-        Backend::detect(dir).ok_or_else(|| Error::NoDatabase(dir.display().to_string()))?;
+    let from = Backend::detect(dir).ok_or_else(|| Error::NoDatabase(dir.display().to_string()))?;
     if from == to {
         return Ok(());
     }
@@ -391,7 +390,10 @@ fn import_sqlite(dir: &Path, stream: &[u8]) -> Result<(), Error> {
         let empty = fs::metadata(&path).map(|m| m.len() == 0).unwrap_or(false);
         // Lock files, and sqlite's log once checkpointed (empty) with its
         // shared-memory index: run-time state, not the database.
-        if name == ".rpm.lock" || name == "rpmdb.sqlite-shm" || (name == "rpmdb.sqlite-wal" && empty) {
+        if name == ".rpm.lock"
+            || name == "rpmdb.sqlite-shm"
+            || (name == "rpmdb.sqlite-wal" && empty)
+        {
             fs::remove_file(&path).map_err(io(&path))?;
         }
     }

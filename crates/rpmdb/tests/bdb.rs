@@ -188,6 +188,16 @@ fn bdb_database_reads_with_rpms_bdb_ro_backend_and_matches_rpms_own_indexes() {
         );
     }
 
+    // rpm itself converts it (what one does by hand to install into it
+    // with the host's rpm).
+    let rebuilt = tmp.path().join("rebuilt");
+    run(Command::new("cp").arg("-a").arg(&bdb).arg(&rebuilt));
+    run(Command::new("rpmdb")
+        .args(["--define", "_db_backend sqlite", "--dbpath"])
+        .arg(&rebuilt)
+        .arg("--rebuilddb"));
+    assert_eq!(all(&rebuilt, "sqlite"), listed);
+
     // And back: sqlite again, the same packages.
     convert(&bdb, Backend::Sqlite).unwrap();
     assert_eq!(Backend::detect(&bdb), Some(Backend::Sqlite));
