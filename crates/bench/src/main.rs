@@ -99,6 +99,11 @@ fn main() -> Result<()> {
         let v1 = compose(SNAPSHOTS[0])?;
         return disk_bench(&fixture, &workdir, &v1, dir);
     }
+    if std::env::args().nth(1).as_deref() == Some("rpmdb") {
+        // `strata-bench rpmdb`: only the rpmdb format benchmark.
+        let v1 = compose(SNAPSHOTS[0])?;
+        return rpmdb_bench(&workdir.join("repo"), &v1, dir);
+    }
 
     // Compose and encapsulation of the first snapshot.
     let (strata_total, v1) = timed(|| compose(SNAPSHOTS[0]))?;
@@ -292,8 +297,51 @@ fn main() -> Result<()> {
     for l in &strata_diff.layers_added {
         println!("    {:>8.2} MiB  {}", mib(l.size), describe(&l.components));
     }
+    rpmdb_bench(&repo, &v1, dir)?;
     disk_bench(&fixture, &workdir, &v1, dir)?;
     derive::bench(&fixture, &target, dir)?;
+    Ok(())
+}
+
+/// What RHEL 8's rpmdb format costs: the composed commit's Berkeley DB
+/// database written again by strata (export with the host's rpm, write
+/// with libdb), against the host's rpm importing the same headers into
+/// sqlite (`rpmdb --importdb`), the format it writes natively.
+fn rpmdb_bench(repo: &Path, v1: &strata_compose::ComposeResult, dir: &Path) -> Result<()> {
+    let db = dir.join("rpmdb-bench");
+    strata_process::run(
+        Command::new("ostree")
+            .arg(format!("--repo={}", repo.display()))
+            .args([
+                "checkout",
+                "-U",
+                "--subpath=/usr/share/rpm",
+                &v1.ostree_commit,
+            ])
+            .arg(&db),
+    )?;
+    ensure!(
+        strata_rpmdb::Backend::detect(&db) == Some(strata_rpmdb::Backend::Bdb),
+        "the composed RHEL 8 commit has no Berkeley DB rpmdb"
+    );
+    let (to_sqlite, ()) = timed(|| Ok(strata_rpmdb::convert(&db, strata_rpmdb::Backend::Sqlite)?))?;
+    let (to_bdb, ()) = timed(|| Ok(strata_rpmdb::convert(&db, strata_rpmdb::Backend::Bdb)?))?;
+    println!();
+    println!("the RHEL 8 rpmdb of that commit ({} packages)", v1.packages);
+    row(
+        "host rpm: export + import into sqlite",
+        secs(to_sqlite),
+        "s",
+    );
+    row(
+        "strata: export + Berkeley DB write (19 files)",
+        secs(to_bdb),
+        "s",
+    );
+    ratio(
+        "ratio bdb/sqlite (what RHEL 8's format costs over rpm's own)",
+        secs(to_bdb) / secs(to_sqlite),
+    );
     Ok(())
 }
 
