@@ -74,6 +74,14 @@ const DEMO_MANIFESTS: &[(&str, &str)] = &[
         "ocp-4.13.yaml",
         include_str!("../../../manifests/demo/ocp-4.13.yaml"),
     ),
+    (
+        "node-layer.yaml",
+        include_str!("../../../manifests/demo/node-layer.yaml"),
+    ),
+    (
+        "node-layer/openshift-node.conf",
+        include_str!("../../../manifests/demo/node-layer/openshift-node.conf"),
+    ),
 ];
 
 pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
@@ -85,8 +93,11 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&manifests)
         .with_context(|| format!("creating {}", manifests.display()))?;
     for (name, text) in DEMO_MANIFESTS {
-        std::fs::write(manifests.join(name), text)
-            .with_context(|| format!("writing {}", manifests.join(name).display()))?;
+        let path = manifests.join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     let pipeline = manifests.join("pipeline.yaml");
     let mut opts = crate::build::options(
@@ -198,4 +209,32 @@ fn layer_bytes(r: &strata_pipeline::BuildResult) -> Result<LayerBytes> {
         shared: base.total_size,
         per_release,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file of manifests/demo is embedded: a manifest the demo
+    /// includes but does not write fails only when the demo runs.
+    #[test]
+    fn every_demo_file_is_embedded() {
+        fn walk(dir: &std::path::Path, base: &std::path::Path, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, base, out);
+                } else {
+                    out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo");
+        let mut files = Vec::new();
+        walk(&demo, &demo, &mut files);
+        files.sort();
+        let mut embedded: Vec<String> = DEMO_MANIFESTS.iter().map(|(n, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, files);
+    }
 }
