@@ -1177,6 +1177,10 @@ fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
         },
     ];
     if release == "4.13" {
+        // On RHEL 8, Ignition comes with the node layer (4.12's repo has it
+        // too in reality; the fixture's 4.12 layer leaves the initramfs
+        // alone, to test a release that touches nothing dracut reads).
+        pkgs.extend(ignition(ing, &tag));
         // crun needs a newer libseccomp than the base has: the repo carries
         // it, so deriving crun needs allow-base-upgrade.
         pkgs.push(ordinary(
@@ -1197,6 +1201,59 @@ fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
         p.build_time = OCP_TIME;
     }
     pkgs
+}
+
+/// Where RHEL's ignition package keeps Ignition's dracut module; the
+/// `ignition` binary lives inside it, and the module installs it into the
+/// initramfs as `/usr/bin/ignition` (the root filesystem has no Ignition).
+const IGNITION_MODULE: &str = "/usr/lib/dracut/modules.d/30ignition";
+
+/// The module's dependencies as Ignition 2.14 ships them, and as the
+/// fixture has them: `url-lib` and `network` (dracut-network, curl, a
+/// network stack in the initramfs) only serve configs fetched over the
+/// network, and the fixture has no real curl or network stack.
+const IGNITION_DEPENDS: (&str, &str) = ("echo qemu systemd url-lib network", "echo qemu systemd");
+
+/// Ignition as RHEL 8's rhocp repos ship it: Debian's ignition 2.14 with
+/// the layout of RHEL's package, the dracut module `30ignition` (units,
+/// generator, `module-setup.sh`, and the `ignition` binary itself) in
+/// `ignition`, and `/usr/bin/ignition-validate` in `ignition-validate`.
+/// The module has no `check()`, so a `--no-hostonly` dracut includes it
+/// once it is in the tree: the node layer that adds it must regenerate the
+/// initramfs. Its generator only queues Ignition's stages with
+/// `ignition.firstboot` on the kernel command line.
+fn ignition(ing: &Ingredients, tag: &str) -> Vec<PkgSpec> {
+    let release = format!("1.{tag}");
+    let mut all = real(ing, "ignition", "2.14.0", &release, &["ignition"]);
+    let validate_files = split_off(&mut all, &["/usr/bin/ignition-validate"]);
+    let mut main = all;
+    main.files.retain(|f| f.path.starts_with(IGNITION_MODULE));
+    let setup = format!("{IGNITION_MODULE}/module-setup.sh");
+    for f in &mut main.files {
+        if let (true, FileKind::File(content)) = (f.path == setup, &mut f.kind) {
+            let text = String::from_utf8(content.clone()).expect("module-setup.sh is text");
+            let (from, to) = IGNITION_DEPENDS;
+            assert!(
+                text.contains(from),
+                "Debian's {setup} changed: {from:?} is gone"
+            );
+            *content = text.replace(from, to).into_bytes();
+        }
+    }
+    for d in ["/usr/lib/dracut", "/usr/lib/dracut/modules.d"] {
+        main.files.retain(|f| f.path != d);
+    }
+    let (provides, requires) = debian::elf_deps(&main.files);
+    main.provides = provides.into_iter().map(Dep).collect();
+    main.requires = requires.into_iter().map(Dep).collect();
+    main = main.requires(&["dracut", "systemd", "util-linux", "bash"]);
+    main.summary = "First boot installer and configuration tool (Debian's ignition)".into();
+    let (provides, requires) = debian::elf_deps(&validate_files);
+    let mut validate = pkg("ignition-validate", "2.14.0", &release).files(validate_files);
+    validate.provides.extend(provides.into_iter().map(Dep));
+    validate.requires.extend(requires.into_iter().map(Dep));
+    validate.summary = "Validation tool for Ignition configs (Debian's ignition)".into();
+    vec![main, validate]
 }
 
 fn epel_packages() -> Vec<PkgSpec> {
