@@ -2,7 +2,10 @@
 //!
 //! The commit carries what ostree clients and strata's later stages read:
 //! `version`, `ostree.bootable`, `ostree.linux`, the package list in
-//! rpm-ostree's `rpmostree.rpmdb.pkglist` shape, and `strata.inputhash`.
+//! rpm-ostree's `rpmostree.rpmdb.pkglist` shape, `strata.inputhash`, and
+//! how the initramfs was made (`strata.initramfs-generator` and
+//! rpm-ostree's `rpmostree.initramfs-args`: derive makes it again the same
+//! way when a layer needs it).
 //! Its timestamp is the build's SOURCE_DATE_EPOCH, never the clock, so the
 //! same tree gives the same checksum. Extended attributes of the build
 //! filesystem are not committed (they describe the builder, not the OS).
@@ -33,6 +36,8 @@ pub struct CommitSpec<'a> {
     pub packages: &'a [PkgEntry],
     /// Seconds since the epoch.
     pub timestamp: u64,
+    /// How the tree's initramfs was made.
+    pub initramfs: &'a strata_rootfs::initramfs::Generator,
 }
 
 /// Opens the repository at `path`, creating it (bare-user) when missing.
@@ -183,6 +188,14 @@ fn metadata(spec: &CommitSpec<'_>) -> glib::Variant {
     dict.insert_value("ostree.bootable", &true.to_variant());
     dict.insert_value("ostree.linux", &spec.kver.to_variant());
     dict.insert_value("strata.inputhash", &spec.inputhash.to_variant());
+    dict.insert_value(
+        strata_rootfs::initramfs::GENERATOR_KEY,
+        &spec.initramfs.name.to_variant(),
+    );
+    dict.insert_value(
+        strata_rootfs::initramfs::ARGS_KEY,
+        &spec.initramfs.args.to_variant(),
+    );
     // rpm-ostree's shape, a(sssss): the epoch is a string too.
     let pkglist: Vec<(String, String, String, String, String)> = spec
         .packages
@@ -238,6 +251,10 @@ mod tests {
                 inputhash: "abc",
                 packages: &pkgs,
                 timestamp: 1_792_022_400,
+                initramfs: &strata_rootfs::initramfs::Generator {
+                    name: "dracut".into(),
+                    args: vec!["--reproducible".into()],
+                },
             };
             let sum = commit(&repo, &spec).unwrap();
             assert_eq!(

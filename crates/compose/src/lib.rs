@@ -20,7 +20,7 @@ mod chunks;
 mod commit;
 mod lockfile;
 
-use strata_rootfs::{files, passwd, policy, sandbox, tree};
+use strata_rootfs::{files, initramfs, passwd, policy, sandbox, tree};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -281,20 +281,8 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let installed = resolved.install().context("installing packages")?;
 
     let kernel = tree::find_kernel(&root)?;
-    let mut generator = vec![format!("/usr/bin/{}", manifest.initramfs.generator)];
-    generator.extend(manifest.initramfs.args.iter().cloned());
-    generator.extend([
-        "--kver".to_string(),
-        kernel.kver.clone(),
-        "-f".to_string(),
-        format!("/usr/lib/modules/{}/initramfs.img", kernel.kver),
-    ]);
-    sandbox::run_in_tree(&root, sde, &generator).with_context(|| {
-        format!(
-            "generating the initramfs with {}",
-            manifest.initramfs.generator
-        )
-    })?;
+    let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
+    generator.run(&root, sde, &kernel.kver)?;
 
     files::add_and_remove(&root, &manifest.add_files, &manifest.remove_files)?;
     for (i, script) in manifest.postprocess.iter().enumerate() {
@@ -336,6 +324,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
             inputhash: &inputhash,
             packages: &pkg_entries,
             timestamp: sde,
+            initramfs: &generator,
         },
     )?;
     tracing::info!("committed {checksum}");

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use strata_oscontainer::labels::{label, LABEL_COMMIT, LABEL_VERSION};
 use strata_oscontainer::{CommitId, ImageRef, LayerKind, TransportOptions, Version};
+use strata_rootfs::initramfs::{self, Generator};
 use strata_workdir::Workdir;
 
 /// A base image ready to derive from.
@@ -26,6 +27,8 @@ pub struct Base {
     pub timestamp: u64,
     /// RHEL major and minor, from the version (`8.6.20261202-0`).
     pub rhel: (u32, u32),
+    /// How the base's initramfs was made (commit metadata), when recorded.
+    pub initramfs: Option<Generator>,
 }
 
 /// Finds `reference` (a tag in the workdir, `oci:DIR:TAG`, `docker://…`),
@@ -106,7 +109,30 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
         version: version.to_string(),
         timestamp: ostree::commit_get_timestamp(&commit_v),
         rhel,
+        initramfs: initramfs_generator(&commit_v),
     })
+}
+
+/// How the base's initramfs was made, from its commit's metadata (compose
+/// records it; a base built elsewhere may not have it).
+fn initramfs_generator(commit: &ostree::glib::Variant) -> Option<Generator> {
+    let meta = ostree::glib::VariantDict::new(Some(&commit.child_value(0)));
+    let name = meta
+        .lookup::<String>(initramfs::GENERATOR_KEY)
+        .ok()
+        .flatten()?;
+    let args = meta
+        .lookup::<Vec<String>>(initramfs::ARGS_KEY)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    // The name is untrusted input and becomes a path: a plain program name.
+    let plain = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        && !name.starts_with('.');
+    plain.then_some(Generator { name, args })
 }
 
 /// A hard-linked checkout of `commit` under `W/cache/checkouts`, made once

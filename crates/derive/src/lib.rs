@@ -43,7 +43,7 @@ pub use overrides::OverrideRpm;
 pub use worker::WorkerCommand;
 
 /// Bumped when the derived tree would differ for the same inputs.
-const DERIVE_FORMAT: &str = "strata-derive-1";
+const DERIVE_FORMAT: &str = "strata-derive-2";
 /// Where the base keeps its rpmdb (compose relocates it there).
 const RPMDB: &str = "/usr/share/rpm";
 
@@ -166,6 +166,10 @@ pub struct DeriveMeta {
     /// `ignore-scripts` let through.
     #[serde(default)]
     pub ignored_scriptlet_failures: Vec<String>,
+    /// Whether and why the layer carries a new initramfs (absent from
+    /// records written before it existed).
+    #[serde(default)]
+    pub initramfs: worker::InitramfsRecord,
 }
 
 /// How a build's release packages differ from the previous build's
@@ -243,6 +247,8 @@ struct Plan {
     sde: u64,
     version: String,
     previous: Option<BuildEntry>,
+    /// How the base's initramfs was made.
+    initramfs_generator: Option<strata_rootfs::initramfs::Generator>,
 }
 
 /// Derives every release manifest of `opts` from the base.
@@ -558,6 +564,7 @@ fn plan(
         sde,
         version,
         previous,
+        initramfs_generator: base.initramfs.clone(),
     })
 }
 
@@ -735,6 +742,7 @@ fn input_hash(
 struct Built {
     upper: PathBuf,
     ignored_scriptlet_failures: Vec<String>,
+    initramfs: worker::InitramfsRecord,
 }
 
 /// Installs the release into an overlay of the base in a worker.
@@ -771,6 +779,8 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
         units: p.manifest.units.clone(),
         os_release: os_release_values(&p.manifest, &version, &release, &opts_rhel(lower)),
         source_date_epoch: p.sde,
+        initramfs_generator: p.initramfs_generator.clone(),
+        regenerate_initramfs: p.manifest.regenerate_initramfs,
     };
     tracing::info!(
         "{}: installing {} packages over the base",
@@ -787,6 +797,7 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
     Ok(Built {
         upper,
         ignored_scriptlet_failures: done.ignored_scriptlet_failures,
+        initramfs: done.initramfs,
     })
 }
 
@@ -1078,6 +1089,7 @@ fn finish(
         overrides: p.overrides.clone(),
         manifest: p.manifest_path.clone(),
         ignored_scriptlet_failures: built.ignored_scriptlet_failures.clone(),
+        initramfs: built.initramfs.clone(),
     };
     let entry = BuildEntry {
         stream: p.stream.clone(),

@@ -12,7 +12,9 @@
 //! never written: its files are hard links into the ostree repo), the upper
 //! dir collects exactly the release's changes. `/etc` is a symlink to
 //! `usr/etc` while packages install, so rpm and scriptlets see the base's
-//! configuration and their changes land where the base keeps it.
+//! configuration and their changes land where the base keeps it. When the
+//! layer changes what the initramfs is made of (or the manifest asks), the
+//! initramfs is made again in the merged tree, so the layer carries it.
 
 use std::ffi::OsString;
 use std::fs;
@@ -22,6 +24,7 @@ use std::process::{Command, ExitCode, Stdio};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use strata_dnf::job::InstallJob;
+use strata_rootfs::initramfs::{self, Generator};
 use strata_rootfs::{files, passwd, sandbox, tree};
 
 /// How the parent starts a worker: a program and the arguments before the
@@ -83,7 +86,36 @@ pub struct Job {
     /// os-release keys to set, in order.
     pub os_release: Vec<(String, String)>,
     pub source_date_epoch: u64,
+    /// How the base's initramfs was made (none: the base does not say).
+    #[serde(default)]
+    pub initramfs_generator: Option<Generator>,
+    /// Make the initramfs again even when the layer changes none of its
+    /// inputs (the manifest's `regenerate-initramfs`).
+    #[serde(default)]
+    pub regenerate_initramfs: bool,
 }
+
+/// Whether and why a derived layer carries a new initramfs (meta.json's
+/// `initramfs`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitramfsRecord {
+    /// The layer has a new `usr/lib/modules/<kver>/initramfs.img`.
+    pub regenerated: bool,
+    /// The release manifest asked for it (`regenerate-initramfs`).
+    pub requested: bool,
+    /// How many of the generator's inputs the layer adds, changes or
+    /// removes (dracut modules and configuration, kernel modules, firmware).
+    pub changed_inputs: usize,
+    /// The first of them, relative to the tree's root (at most
+    /// [`CHANGED_INPUTS_SHOWN`]).
+    pub changed_inputs_shown: Vec<String>,
+    /// The generator's command line, when it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+}
+
+/// How many changed inputs a record names.
+pub const CHANGED_INPUTS_SHOWN: usize = 20;
 
 /// What the worker reports.
 #[derive(Debug, Serialize, Deserialize)]
@@ -95,6 +127,8 @@ pub enum Outcome {
         /// through.
         #[serde(default)]
         ignored_scriptlet_failures: Vec<String>,
+        #[serde(default)]
+        initramfs: InitramfsRecord,
     },
     Err {
         message: String,
@@ -107,6 +141,7 @@ pub struct Installed {
     /// NEVRAs.
     pub installed: Vec<String>,
     pub ignored_scriptlet_failures: Vec<String>,
+    pub initramfs: InitramfsRecord,
 }
 
 /// How many bytes of the worker's output go into an error.
@@ -148,9 +183,11 @@ pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Installe
         Some(Outcome::Ok {
             installed,
             ignored_scriptlet_failures,
+            initramfs,
         }) if output.status.success() => Ok(Installed {
             installed,
             ignored_scriptlet_failures,
+            initramfs,
         }),
         Some(Outcome::Err { message }) => bail!("{message}"),
         _ => bail!(
@@ -198,6 +235,7 @@ pub fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
             Outcome::Ok {
                 installed: done.installed,
                 ignored_scriptlet_failures: done.ignored_scriptlet_failures,
+                initramfs: done.initramfs,
             },
         ),
         Err(e) => (
@@ -298,6 +336,7 @@ fn install(job: &Job) -> Result<Installed> {
         sandbox::run_script(root, job.source_date_epoch, i, script)?;
     }
     files::enable_units(root, &job.units)?;
+    let initramfs = regenerate_initramfs(job)?;
     tree::apply_layered(root)?;
     strata_rpmdb::convert(&rpmdb, backend)
         .with_context(|| format!("writing the rpm database back as {}", backend.as_str()))?;
@@ -310,7 +349,77 @@ fn install(job: &Job) -> Result<Installed> {
     Ok(Installed {
         installed,
         ignored_scriptlet_failures: report.ignored_scriptlet_failures,
+        initramfs,
     })
+}
+
+/// Makes the initramfs again, in the merged tree, when the layer changes
+/// what the generator reads or the manifest asks for it: with the base's
+/// generator and arguments, in compose's sandbox, at the path the base has
+/// it, so the layer carries the new one.
+fn regenerate_initramfs(job: &Job) -> Result<InitramfsRecord> {
+    let changed = initramfs::changed_inputs(&job.upper, &job.lower)
+        .context("looking for changes to the initramfs's inputs")?;
+    let mut record = InitramfsRecord {
+        regenerated: false,
+        requested: job.regenerate_initramfs,
+        changed_inputs: changed.len(),
+        changed_inputs_shown: changed.iter().take(CHANGED_INPUTS_SHOWN).cloned().collect(),
+        command: Vec::new(),
+    };
+    if changed.is_empty() && !job.regenerate_initramfs {
+        return Ok(record);
+    }
+    let why = if changed.is_empty() {
+        "the release manifest sets regenerate-initramfs".to_string()
+    } else {
+        format!(
+            "the layer changes {} of its inputs ({}{})",
+            changed.len(),
+            changed[0],
+            if changed.len() > 1 { ", …" } else { "" }
+        )
+    };
+    let Some(generator) = &job.initramfs_generator else {
+        bail!(
+            "the initramfs must be made again ({why}), but the base commit does not record how its initramfs was made ({} / {} metadata): compose the base with strata",
+            initramfs::GENERATOR_KEY,
+            initramfs::ARGS_KEY
+        );
+    };
+    let root = &job.merged;
+    let kernel = tree::find_kernel(root)?;
+    // The generator sees the tree as compose's did: /etc a directory (the
+    // tree's usr/etc, mounted there), and a /var/tmp to work in (an ostree
+    // base has emptied /var). Both are gone again before the tree's
+    // conventions are applied, so neither reaches the layer.
+    let etc = root.join("etc");
+    fs::remove_file(&etc).context("unlinking /etc")?;
+    fs::create_dir(&etc).context("creating /etc")?;
+    let var_tmp = root.join("var/tmp");
+    let made_var_tmp = !var_tmp.exists();
+    if made_var_tmp {
+        fs::create_dir_all(&var_tmp).with_context(|| format!("creating {}", var_tmp.display()))?;
+        fs::set_permissions(
+            &var_tmp,
+            std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+        )?;
+    }
+    tracing::info!("making the initramfs again: {why}");
+    let started = std::time::Instant::now();
+    let mut layout = sandbox::Layout::default();
+    layout.etc_in_usr_etc = true;
+    let ran = generator.run_as(root, &layout, job.source_date_epoch, &kernel.kver);
+    if made_var_tmp {
+        fs::remove_dir_all(&var_tmp).with_context(|| format!("removing {}", var_tmp.display()))?;
+    }
+    fs::remove_dir(&etc).context("removing /etc")?;
+    std::os::unix::fs::symlink("usr/etc", &etc).context("linking /etc")?;
+    ran.with_context(|| format!("making the initramfs again ({why})"))?;
+    tracing::info!(elapsed = ?started.elapsed(), "initramfs made again");
+    record.regenerated = true;
+    record.command = generator.argv(&kernel.kver);
+    Ok(record)
 }
 
 #[cfg(test)]
@@ -343,6 +452,8 @@ mod tests {
             units: Vec::new(),
             os_release: Vec::new(),
             source_date_epoch: 0,
+            initramfs_generator: None,
+            regenerate_initramfs: false,
         };
         let err = run(
             &WorkerCommand::new("/bin/sh")

@@ -305,6 +305,160 @@ fn releases_share_every_base_layer_and_add_only_their_packages() {
     assert!(fsck.contains("no errors"), "{fsck}");
 }
 
+/// The kernel directory of a commit, and the checksum of its initramfs
+/// (`ostree ls -C`).
+fn initramfs_of(w: &Path, commit: &str) -> (String, String) {
+    let repo = format!("--repo={}", w.join("repo").display());
+    let dirs = run(Command::new("ostree").args([&repo, "ls", commit, "/usr/lib/modules"]));
+    let kver = dirs
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .find_map(|p| p.strip_prefix("/usr/lib/modules/"))
+        .expect("a kernel directory")
+        .to_string();
+    let image = format!("/usr/lib/modules/{kver}/initramfs.img");
+    let ls = run(Command::new("ostree").args([&repo, "ls", "-C", commit, &image]));
+    let checksum = ls
+        .split_whitespace()
+        .nth(4)
+        .expect("a checksum")
+        .to_string();
+    (kver, checksum)
+}
+
+/// The files of a commit's initramfs, as `lsinitrd` lists them.
+fn initramfs_files(w: &Path, commit: &str) -> BTreeSet<String> {
+    let (kver, _) = initramfs_of(w, commit);
+    let out = tempfile::tempdir().unwrap();
+    let image = out.path().join("initramfs.img");
+    let bytes = strata_process::run(
+        Command::new("ostree")
+            .arg(format!("--repo={}", w.join("repo").display()))
+            .args(["cat", commit])
+            .arg(format!("/usr/lib/modules/{kver}/initramfs.img")),
+    )
+    .unwrap()
+    .stdout;
+    std::fs::write(&image, bytes).unwrap();
+    strata_testdistro::initrd::list(&image)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+fn meta_of(r: &DeriveResult) -> strata_derive::DeriveMeta {
+    serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap()
+}
+
+/// On RHEL 8 Ignition comes with the node layer: its dracut module must
+/// reach the initramfs the derived image boots with. 4.13's layer adds it
+/// and carries an initramfs made again (same generator and arguments as
+/// the base's, recorded in the base commit); 4.12's touches nothing dracut
+/// reads and keeps the base's. (Two derives of the same inputs giving the
+/// same image, regenerated initramfs included, is
+/// `unchanged_inputs_rebuild_nothing_and_rebuilds_are_byte_identical`.)
+#[test]
+fn a_layer_that_adds_ignition_carries_an_initramfs_with_ignition() {
+    let (_, b) = base();
+    let (w, results) = derived();
+    let w = w.path();
+    let (kver, base_initramfs) = initramfs_of(w, &b.ostree_commit);
+    let base_files = initramfs_files(w, &b.ostree_commit);
+    assert!(
+        base_files.contains("usr/lib/ostree/ostree-prepare-root"),
+        "{base_files:?}"
+    );
+    assert!(!base_files.contains("usr/bin/ignition"));
+
+    let (r412, r413) = (&results[0], &results[1]);
+    let m412 = meta_of(r412);
+    assert!(!m412.initramfs.regenerated, "{:?}", m412.initramfs);
+    assert_eq!(m412.initramfs.changed_inputs, 0);
+    assert_eq!(
+        initramfs_of(w, &r412.ostree_commit),
+        (kver.clone(), base_initramfs.clone()),
+        "4.12 keeps the base's initramfs"
+    );
+
+    let m413 = meta_of(r413);
+    assert!(m413.initramfs.regenerated, "{:?}", m413.initramfs);
+    assert!(!m413.initramfs.requested);
+    assert!(
+        m413.initramfs
+            .changed_inputs_shown
+            .iter()
+            .any(|p| p == "usr/lib/dracut/modules.d/30ignition/module-setup.sh"),
+        "{:?}",
+        m413.initramfs
+    );
+    assert_eq!(
+        m413.initramfs.command,
+        [
+            "/usr/bin/dracut".to_string(),
+            "--no-hostonly".into(),
+            "--reproducible".into(),
+            "--kver".into(),
+            kver.clone(),
+            "-f".into(),
+            format!("/usr/lib/modules/{kver}/initramfs.img"),
+        ]
+    );
+    let (kver413, initramfs413) = initramfs_of(w, &r413.ostree_commit);
+    assert_eq!(kver413, kver);
+    assert_ne!(initramfs413, base_initramfs);
+    let files = initramfs_files(w, &r413.ostree_commit);
+    for f in [
+        // the binary, which the package keeps in the module's directory
+        "usr/bin/ignition",
+        "usr/lib/systemd/system-generators/ignition-generator",
+        "usr/lib/systemd/system/ignition-fetch-offline.service",
+        "usr/lib/systemd/system/ignition-files.service",
+        "usr/lib/systemd/system/ignition-complete.target",
+        // what the base's initramfs had stays
+        "usr/lib/ostree/ostree-prepare-root",
+    ] {
+        assert!(files.contains(f), "{f} not in the 4.13 initramfs");
+    }
+    // Everything the base's initramfs had stays, but `/root`: compose ran
+    // dracut before the ostree conventions made /root a link into /var,
+    // and dracut copies that link only when its target exists (nothing in
+    // the initramfs uses it).
+    let lost: Vec<&String> = base_files.difference(&files).collect();
+    assert_eq!(lost, ["root"], "lost from the base's initramfs");
+}
+
+/// `regenerate-initramfs: true` makes the initramfs again in a layer that
+/// changes none of its inputs (4.12's), with the base's generator.
+#[test]
+fn a_release_that_asks_for_it_gets_a_new_initramfs_without_changing_its_inputs() {
+    let (_, b) = base();
+    let w = workdir_with_base();
+    let m = tempfile::tempdir().unwrap();
+    let manifest = m.path().join("ocp-4.12-initramfs.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "edition: 1\ninclude: {}\nregenerate-initramfs: true\n",
+            demo("ocp-4.12.yaml").display()
+        ),
+    )
+    .unwrap();
+    let r = derive_in(w.path(), &[manifest], &[]).unwrap();
+    let meta = meta_of(&r[0]);
+    assert!(
+        meta.initramfs.regenerated && meta.initramfs.requested,
+        "{:?}",
+        meta.initramfs
+    );
+    assert_eq!(meta.initramfs.changed_inputs, 0);
+    let (_, base_initramfs) = initramfs_of(w.path(), &b.ostree_commit);
+    let (_, initramfs) = initramfs_of(w.path(), &r[0].ostree_commit);
+    assert_ne!(initramfs, base_initramfs, "the layer carries its own");
+    let files = initramfs_files(w.path(), &r[0].ostree_commit);
+    assert!(files.contains("usr/lib/ostree/ostree-prepare-root"));
+    assert!(!files.contains("usr/bin/ignition"));
+}
+
 #[test]
 fn unchanged_inputs_rebuild_nothing_and_rebuilds_are_byte_identical() {
     let (w, first) = derived();

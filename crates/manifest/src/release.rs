@@ -48,6 +48,11 @@ pub struct ReleaseManifest {
     pub version_template: VersionTemplate,
     /// Image labels added to the derived image.
     pub labels: BTreeMap<String, String>,
+    /// Make the initramfs again in the derived layer even when the layer
+    /// changes nothing the generator reads (derive does it then anyway):
+    /// for changes it cannot see, such as a base upgrade of a program the
+    /// initramfs copies.
+    pub regenerate_initramfs: bool,
 }
 
 impl ReleaseManifest {
@@ -103,6 +108,7 @@ pub(crate) struct PartialRelease {
     units: Option<Vec<Str>>,
     version_template: Option<Str>,
     labels: Option<BTreeMap<Str, Str>>,
+    regenerate_initramfs: Option<Spanned<bool>>,
 }
 merge_fields!(PartialRelease {
     edition,
@@ -121,6 +127,7 @@ merge_fields!(PartialRelease {
     units,
     version_template,
     labels,
+    regenerate_initramfs,
 });
 
 impl Partial for PartialRelease {
@@ -182,6 +189,7 @@ impl Document for ReleaseManifest {
             units,
             version_template,
             labels,
+            regenerate_initramfs: p.regenerate_initramfs.is_some_and(|r| r.value),
         })
     }
 }
@@ -220,6 +228,7 @@ packages: [cri-o cri-tools, openshift-hyperkube]
         assert_eq!(m.packages, ["cri-o", "cri-tools", "openshift-hyperkube"]);
         assert!(m.allow_base_upgrade.is_empty());
         assert!(m.labels.is_empty());
+        assert!(!m.regenerate_initramfs);
         assert_eq!(m.version_template.as_str(), VersionTemplate::DEFAULT);
         let parts = VersionParts {
             ocp: m.release,
@@ -241,10 +250,11 @@ packages: [cri-o cri-tools, openshift-hyperkube]
     #[test]
     fn release_fields() {
         let text = format!(
-            "{MINIMAL}allow-base-upgrade: [openssl-libs]\nlabels:\n  io.openshift.release: \"4.13\"\nversion-template: \"{{ocp_major}}.{{ocp_minor}}-{{serial}}\"\n"
+            "{MINIMAL}allow-base-upgrade: [openssl-libs]\nregenerate-initramfs: true\nlabels:\n  io.openshift.release: \"4.13\"\nversion-template: \"{{ocp_major}}.{{ocp_minor}}-{{serial}}\"\n"
         );
         let m = parse(&text).unwrap();
         assert_eq!(m.allow_base_upgrade, ["openssl-libs"]);
+        assert!(m.regenerate_initramfs);
         assert_eq!(m.labels["io.openshift.release"], "4.13");
         assert_eq!(
             m.version_template.as_str(),
@@ -267,7 +277,11 @@ packages: [cri-o cri-tools, openshift-hyperkube]
             ),
             (
                 add("osname: rhcos\n"),
-                "ocp.yaml:10:1: unknown field `osname`, expected one of `edition`, `include`, `variables`, `release`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `allow-base-upgrade`, `postprocess`, `add-files`, `remove-files`, `units`, `version-template`, `labels`",
+                "ocp.yaml:10:1: unknown field `osname`, expected one of `edition`, `include`, `variables`, `release`, `repos`, `inputs`, `packages`, `exclude-packages`, `ignore-scripts`, `allow-base-upgrade`, `postprocess`, `add-files`, `remove-files`, `units`, `version-template`, `labels`, `regenerate-initramfs`",
+            ),
+            (
+                add("regenerate-initramfs: maybe\n"),
+                "ocp.yaml:10:23: regenerate-initramfs: invalid type: string \"maybe\", expected a boolean",
             ),
             (
                 add("version-template: \"{ocp_major}{ocp_minor}.{date}\"\n"),

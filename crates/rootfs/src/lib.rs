@@ -12,11 +12,14 @@
 //! - [`passwd`]: accounts split between /etc and /usr/lib, stable ids.
 //! - [`sandbox`]: running programs and scripts inside the tree (bubblewrap).
 //! - [`tree`]: the ostree conventions applied to an installed root.
+//! - [`initramfs`]: making the initramfs, recording how, and which layer
+//!   changes call for a new one.
 //! - [`inputs`]: what the input hashes of both stages cover.
 //! - [`files`]: a manifest's add-files, remove-files, units, os-release edits,
 //!   and the repo/policy plumbing between manifests and dnf.
 
 pub mod files;
+pub mod initramfs;
 pub mod inputs;
 pub mod passwd;
 pub mod policy;

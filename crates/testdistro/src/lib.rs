@@ -10,6 +10,7 @@
 //!
 //! Modules:
 //! - [`boot`]: booting under qemu for tests, waiting for the boot marker.
+//! - [`initrd`]: listing an initramfs's files (what `lsinitrd` shows).
 //! - [`spec`]: package descriptions and building them into signed RPMs.
 //! - `distro`: what the fixture contains (packages, repos, snapshots).
 //! - `kernel`: Debian's kernel split into kernel-core / kernel-modules.
@@ -22,6 +23,7 @@ pub mod boot;
 mod debian;
 mod distro;
 mod grub;
+pub mod initrd;
 mod kernel;
 mod keys;
 mod native;

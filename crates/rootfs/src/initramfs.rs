@@ -1,0 +1,269 @@
+//! The initramfs: how compose makes it, how a base commit records the way
+//! it was made, and what a layer must change for derive to make it again.
+//!
+//! compose runs the generator the base manifest names inside the tree; it
+//! records the generator and its arguments in the base commit's metadata
+//! (the arguments under rpm-ostree's own key, `rpmostree.initramfs-args`,
+//! which rpm-ostree reads when it regenerates an initramfs on a node). A
+//! derived layer that changes what the generator reads (dracut's modules
+//! and configuration, kernel modules, firmware) gets a new initramfs made
+//! the same way, in the same sandbox, from the same recorded settings.
+//!
+//! Must not: decide whether a layer wants a new initramfs for any reason
+//! other than its own files (the release manifest's `regenerate-initramfs`
+//! is derive's business), or run anything outside [`crate::sandbox`].
+
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::sandbox;
+
+/// Commit metadata key: the generator's name (`dracut`).
+pub const GENERATOR_KEY: &str = "strata.initramfs-generator";
+/// Commit metadata key: the generator's arguments, as rpm-ostree records
+/// them (`as`).
+pub const ARGS_KEY: &str = "rpmostree.initramfs-args";
+
+/// Where a tree keeps the initramfs of kernel `kver`, relative to its root.
+pub fn image_path(kver: &str) -> String {
+    format!("usr/lib/modules/{kver}/initramfs.img")
+}
+
+/// How an initramfs is made: the base manifest's `initramfs` settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Generator {
+    /// A program in `/usr/bin` of the tree (`dracut`).
+    pub name: String,
+    pub args: Vec<String>,
+}
+
+impl Generator {
+    pub fn from_manifest(settings: &strata_manifest::Initramfs) -> Self {
+        Self {
+            name: settings.generator.clone(),
+            args: settings.args.clone(),
+        }
+    }
+
+    /// The command line, run with the tree as `/`:
+    /// `/usr/bin/<name> <args...> --kver <kver> -f /usr/lib/modules/<kver>/initramfs.img`.
+    pub fn argv(&self, kver: &str) -> Vec<String> {
+        let mut argv = vec![format!("/usr/bin/{}", self.name)];
+        argv.extend(self.args.iter().cloned());
+        argv.extend([
+            "--kver".to_string(),
+            kver.to_string(),
+            "-f".to_string(),
+            format!("/{}", image_path(kver)),
+        ]);
+        argv
+    }
+
+    /// Makes the initramfs of kernel `kver` in the tree at `root`, in the
+    /// sandbox, with `SOURCE_DATE_EPOCH` set: the same tree and epoch give
+    /// the same bytes.
+    pub fn run(&self, root: &Path, source_date_epoch: u64, kver: &str) -> Result<()> {
+        self.run_as(root, &sandbox::Layout::default(), source_date_epoch, kver)
+    }
+
+    /// Like [`Generator::run`], in a tree laid out as `layout` says.
+    pub fn run_as(
+        &self,
+        root: &Path,
+        layout: &sandbox::Layout,
+        source_date_epoch: u64,
+        kver: &str,
+    ) -> Result<()> {
+        sandbox::run_in_tree_as(root, layout, source_date_epoch, &self.argv(kver))
+            .with_context(|| format!("generating the initramfs with {}", self.name))
+    }
+}
+
+/// The generator's inputs, relative to an ostree tree's root (`/etc` is
+/// `usr/etc`): dracut itself, its modules and configuration, kernel
+/// modules and firmware. Each is a file or a directory with everything
+/// under it.
+const INPUTS: &[&str] = &[
+    "usr/bin/dracut",
+    "usr/lib/dracut",
+    "usr/etc/dracut.conf",
+    "usr/etc/dracut.conf.d",
+    "usr/lib/modules",
+    "usr/lib/firmware",
+];
+
+/// Whether the generator reads `rel` (relative to the tree's root). The
+/// initramfs itself (`usr/lib/modules/<kver>/initramfs.img`) is its
+/// output, not an input.
+pub fn reads(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    if let ["usr", "lib", "modules", _, "initramfs.img"] = parts.as_slice() {
+        return false;
+    }
+    INPUTS.iter().any(|input| {
+        rel == *input
+            || rel
+                .strip_prefix(input)
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+/// What an overlay's upper dir changes among the generator's inputs, as
+/// paths relative to the root, sorted: files and symlinks added or
+/// changed (content, target or executable bits against `lower`), entries
+/// removed (overlay's whiteouts) and directories that hide the lower one
+/// (opaque). Copy-ups that end as they were are no change.
+pub fn changed_inputs(upper: &Path, lower: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    walk(upper, upper, lower, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+fn walk(dir: &Path, upper: &Path, lower: &Path, out: &mut Vec<String>) -> Result<()> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+    };
+    for e in rd {
+        let e = e.with_context(|| format!("reading {}", dir.display()))?;
+        let path = e.path();
+        let rel = path
+            .strip_prefix(upper)
+            .expect("under upper")
+            .to_string_lossy()
+            .into_owned();
+        let ft = e.file_type()?;
+        if ft.is_dir() {
+            if reads(&rel) && is_opaque(&path) {
+                out.push(rel.clone());
+            }
+            // Only directories that are inputs or lead to one are entered.
+            let leads_to_input = INPUTS
+                .iter()
+                .any(|input| input.strip_prefix(&rel).is_some_and(|r| r.starts_with('/')));
+            if reads(&rel) || leads_to_input {
+                walk(&path, upper, lower, out)?;
+            }
+            continue;
+        }
+        if !reads(&rel) {
+            continue;
+        }
+        let in_lower = lower.join(&rel);
+        let changed = if ft.is_char_device() {
+            // A whiteout: the layer removes it.
+            true
+        } else if ft.is_symlink() {
+            fs::read_link(&path)? != fs::read_link(&in_lower).unwrap_or_default()
+        } else {
+            match fs::symlink_metadata(&in_lower) {
+                Ok(m) if m.is_file() => {
+                    let mine = e.metadata()?;
+                    mine.len() != m.len()
+                        || mine.mode() & 0o111 != m.mode() & 0o111
+                        || fs::read(&path)? != fs::read(&in_lower)?
+                }
+                _ => true,
+            }
+        };
+        if changed {
+            out.push(rel);
+        }
+    }
+    Ok(())
+}
+
+/// Whether overlay marked the directory opaque (it replaces a deleted one).
+pub fn is_opaque(path: &Path) -> bool {
+    let mut buf = [0u8; 4];
+    ["trusted.overlay.opaque", "user.overlay.opaque"]
+        .iter()
+        .any(|name| matches!(rustix::fs::lgetxattr(path, *name, &mut buf[..]), Ok(1) if buf[0] == b'y'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_the_generator_reads() {
+        let table = [
+            ("usr/lib/dracut/modules.d/30ignition/module-setup.sh", true),
+            ("usr/lib/dracut/dracut.conf.d/ostree.conf", true),
+            ("usr/etc/dracut.conf.d/ignition.conf", true),
+            ("usr/etc/dracut.conf", true),
+            (
+                "usr/lib/modules/6.1.0-57-amd64/kernel/fs/ext4/ext4.ko",
+                true,
+            ),
+            ("usr/lib/modules/6.1.0-57-amd64/modules.dep", true),
+            ("usr/lib/modules/6.1.0-57-amd64/vmlinuz", true),
+            ("usr/lib/modules/6.1.0-57-amd64/initramfs.img", false),
+            ("usr/lib/modules/6.1.0-57-amd64/extra/initramfs.img", true),
+            ("usr/lib/firmware/i915/x.bin", true),
+            ("usr/bin/dracut", true),
+            ("usr/bin/kubelet", false),
+            ("usr/etc/dracut.conf.d.rpmnew", false),
+            ("usr/lib/dracutx/y", false),
+            ("usr/lib/systemd/system/kubelet.service", false),
+        ];
+        for (rel, want) in table {
+            assert_eq!(reads(rel), want, "{rel}");
+        }
+    }
+
+    #[test]
+    fn copy_ups_that_end_unchanged_are_no_change() {
+        let t = tempfile::tempdir().unwrap();
+        let (upper, lower) = (t.path().join("upper"), t.path().join("lower"));
+        let conf = "usr/lib/dracut/dracut.conf.d";
+        for d in [&upper, &lower] {
+            fs::create_dir_all(d.join(conf)).unwrap();
+            fs::create_dir_all(d.join("usr/bin")).unwrap();
+        }
+        fs::write(lower.join(conf).join("a.conf"), "a").unwrap();
+        fs::write(upper.join(conf).join("a.conf"), "a").unwrap();
+        fs::write(upper.join("usr/bin/kubelet"), "k").unwrap();
+        assert!(changed_inputs(&upper, &lower).unwrap().is_empty());
+        fs::write(upper.join(conf).join("a.conf"), "b").unwrap();
+        fs::create_dir_all(upper.join("usr/lib/dracut/modules.d/30ignition")).unwrap();
+        fs::write(
+            upper.join("usr/lib/dracut/modules.d/30ignition/module-setup.sh"),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            changed_inputs(&upper, &lower).unwrap(),
+            [
+                "usr/lib/dracut/dracut.conf.d/a.conf",
+                "usr/lib/dracut/modules.d/30ignition/module-setup.sh"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_command_line_is_the_documented_one() {
+        let g = Generator {
+            name: "dracut".into(),
+            args: vec!["--no-hostonly".into(), "--reproducible".into()],
+        };
+        assert_eq!(
+            g.argv("6.1.0-57-amd64"),
+            [
+                "/usr/bin/dracut",
+                "--no-hostonly",
+                "--reproducible",
+                "--kver",
+                "6.1.0-57-amd64",
+                "-f",
+                "/usr/lib/modules/6.1.0-57-amd64/initramfs.img"
+            ]
+        );
+    }
+}
