@@ -406,6 +406,38 @@ fn a_layer_that_adds_ignition_carries_an_initramfs_with_ignition() {
     assert_eq!(lost, ["root"], "lost from the base's initramfs");
 }
 
+/// `regenerate-initramfs: true` makes the initramfs again in a layer that
+/// changes none of its inputs (4.12's), with the base's generator.
+#[test]
+fn a_release_that_asks_for_it_gets_a_new_initramfs_without_changing_its_inputs() {
+    let (_, b) = base();
+    let w = workdir_with_base();
+    let m = tempfile::tempdir().unwrap();
+    let manifest = m.path().join("ocp-4.12-initramfs.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "edition: 1\ninclude: {}\nregenerate-initramfs: true\n",
+            demo("ocp-4.12.yaml").display()
+        ),
+    )
+    .unwrap();
+    let r = derive_in(w.path(), &[manifest], &[]).unwrap();
+    let meta = meta_of(&r[0]);
+    assert!(
+        meta.initramfs.regenerated && meta.initramfs.requested,
+        "{:?}",
+        meta.initramfs
+    );
+    assert_eq!(meta.initramfs.changed_inputs, 0);
+    let (_, base_initramfs) = initramfs_of(w.path(), &b.ostree_commit);
+    let (_, initramfs) = initramfs_of(w.path(), &r[0].ostree_commit);
+    assert_ne!(initramfs, base_initramfs, "the layer carries its own");
+    let files = initramfs_files(w.path(), &r[0].ostree_commit);
+    assert!(files.contains("usr/lib/ostree/ostree-prepare-root"));
+    assert!(!files.contains("usr/bin/ignition"));
+}
+
 #[test]
 fn unchanged_inputs_rebuild_nothing_and_rebuilds_are_byte_identical() {
     let (w, first) = derived();

@@ -618,13 +618,6 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             16_000_000,
             &["coreutils"],
         ),
-        (
-            "policycoreutils",
-            "2.9",
-            "19.el8",
-            1_000_000,
-            &["libselinux"],
-        ),
         ("nfs-utils", "2.3.3", "51.el8", 1_500_000, &["glibc"]),
         (
             "iscsi-initiator-utils",
@@ -705,15 +698,65 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         .collect();
     appstream.push(ostree(ing));
     baseos.push(selinux_policy());
+    baseos.push(selinux_policy_common());
+    baseos.push(policycoreutils(ing));
+    for p in baseos.iter_mut().chain(appstream.iter_mut()) {
+        if p.name == "selinux-policy-targeted" {
+            // The targeted policy's file contexts (what Ignition's setfiles
+            // reads); its binary policy is filler.
+            p.files.push(FileSpec::dir("/etc/selinux", 0o755));
+            p.files.push(FileSpec::file(
+                "/etc/selinux/targeted/contexts/files/file_contexts",
+                FILE_CONTEXTS,
+                0o644,
+            ));
+            p.requires.push(Dep("selinux-policy".into()));
+        }
+    }
     (baseos, appstream)
 }
 
-/// An SELinux policy as far as labeling needs one: the config naming it and
-/// its file contexts (text; the binary policy is a placeholder). The demo
-/// base's selinux-policy-targeted is an ordinary filler package, so the
-/// demo stays unlabeled; tests that want labels install this one.
-fn selinux_policy() -> PkgSpec {
-    let contexts = "\
+/// selinux-policy: `/etc/selinux/config`, as RHEL's common policy package
+/// owns it, naming the targeted policy. `SELINUX=disabled`, where RHEL
+/// says enforcing: the fixture's policies are not real (its kernel runs
+/// without SELinux) and the demo base stays unlabeled (libostree labels
+/// only with an enabled policy). Ignition's files stage reads it to find
+/// the file contexts it relabels what it writes with.
+fn selinux_policy_common() -> PkgSpec {
+    pkg("selinux-policy", "3.14.3", "95.el8").noarch().files([
+        FileSpec::dir("/etc/selinux", 0o755),
+        FileSpec::file(
+            "/etc/selinux/config",
+            "SELINUX=disabled\nSELINUXTYPE=targeted\n",
+            0o644,
+        )
+        .config(),
+    ])
+}
+
+/// policycoreutils: Debian's `setfiles`, `restorecon`, `load_policy`,
+/// `semodule`, … where RHEL keeps them (`/usr/sbin`). Ignition's dracut
+/// module installs `setfiles` into the initramfs to label what it writes.
+/// Debian's systemd units and generator for autorelabel are left out.
+fn policycoreutils(ing: &Ingredients) -> PkgSpec {
+    let mut p = real(
+        ing,
+        "policycoreutils",
+        "2.9",
+        "19.el8",
+        &["policycoreutils"],
+    );
+    p.files.retain(|f| {
+        !f.path.starts_with("/usr/lib/systemd") && !f.path.starts_with("/usr/share/bash-completion")
+    });
+    let (provides, requires) = debian::elf_deps(&p.files);
+    p.provides = provides.into_iter().map(Dep).collect();
+    p.requires = requires.into_iter().map(Dep).collect();
+    p
+}
+
+/// File contexts of the fixture's policies (text).
+const FILE_CONTEXTS: &str = "\
 /.*\tsystem_u:object_r:default_t:s0
 /\tsystem_u:object_r:root_t:s0
 /usr(/.*)?\tsystem_u:object_r:usr_t:s0
@@ -724,19 +767,20 @@ fn selinux_policy() -> PkgSpec {
 /etc/shadow.*\t--\tsystem_u:object_r:shadow_t:s0
 /var(/.*)?\tsystem_u:object_r:var_t:s0
 ";
-    pkg("selinux-policy-minimum", "3.14.3", "95.el8")
+
+/// An SELinux policy as far as labeling needs one: its file contexts
+/// (text; the binary policy is a placeholder), and a %post that makes it
+/// the enforcing policy in `/etc/selinux/config` (selinux-policy's). The
+/// demo base's selinux-policy-targeted is filler with a disabled config,
+/// so the demo stays unlabeled; tests that want labels install this one.
+fn selinux_policy() -> PkgSpec {
+    let mut p = pkg("selinux-policy-minimum", "3.14.3", "95.el8")
         .noarch()
-        .requires(&["setup"])
+        .requires(&["setup", "selinux-policy"])
         .files([
             FileSpec::file(
-                "/etc/selinux/config",
-                "SELINUX=enforcing\nSELINUXTYPE=minimum\n",
-                0o644,
-            )
-            .config(),
-            FileSpec::file(
                 "/etc/selinux/minimum/contexts/files/file_contexts",
-                contexts,
+                FILE_CONTEXTS,
                 0o644,
             ),
             FileSpec::file(
@@ -744,7 +788,10 @@ fn selinux_policy() -> PkgSpec {
                 "placeholder\n",
                 0o644,
             ),
-        ])
+        ]);
+    p.post =
+        Some("printf 'SELINUX=enforcing\\nSELINUXTYPE=minimum\\n' > /etc/selinux/config\n".into());
+    p
 }
 
 /// The directories the filesystem package owns.
