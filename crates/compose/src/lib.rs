@@ -282,7 +282,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
 
     let kernel = tree::find_kernel(&root)?;
     let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
-    generator.run(&root, sde, &kernel.kver)?;
+    generator.run(&root, &sandbox::Layout::default(), sde, &kernel.kver)?;
 
     files::add_and_remove(&root, &manifest.add_files, &manifest.remove_files)?;
     for (i, script) in manifest.postprocess.iter().enumerate() {

@@ -126,13 +126,12 @@ fn initramfs_generator(commit: &ostree::glib::Variant) -> Option<Generator> {
         .ok()
         .flatten()
         .unwrap_or_default();
-    // The name is untrusted input and becomes a path: a plain program name.
-    let plain = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-        && !name.starts_with('.');
-    plain.then_some(Generator { name, args })
+    // Untrusted input that becomes a command line (run in the tree's
+    // sandbox): only a generator a manifest could name, and arguments
+    // without control characters.
+    let sane = strata_manifest::Initramfs::is_known_generator(&name)
+        && args.iter().all(|a| !a.chars().any(char::is_control));
+    sane.then_some(Generator { name, args })
 }
 
 /// A hard-linked checkout of `commit` under `W/cache/checkouts`, made once

@@ -274,17 +274,13 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     let lower = base::checkout(&wd, &base.commit)?;
 
     let probe = wd.staging("derive-probe")?;
-    copy_dir(
-        &lower.join(RPMDB.trim_start_matches('/')),
-        &probe.path().join(RPMDB.trim_start_matches('/')),
-    )
-    .context("copying the base's rpmdb")?;
-    // The host's rpm resolves against sqlite; a RHEL 8 base keeps bdb.
-    strata_rpmdb::convert(
-        &probe.path().join(RPMDB.trim_start_matches('/')),
-        strata_rpmdb::Backend::Sqlite,
-    )
-    .context("reading the base's rpmdb")?;
+    let probe_rpmdb = probe.path().join(RPMDB.trim_start_matches('/'));
+    copy_dir(&lower.join(RPMDB.trim_start_matches('/')), &probe_rpmdb)
+        .context("copying the base's rpmdb")?;
+    // The host's rpm resolves and installs against sqlite; a RHEL 8 base
+    // keeps bdb. Converted once here, for the resolve and every install.
+    strata_rpmdb::convert(&probe_rpmdb, strata_rpmdb::Backend::Sqlite)
+        .context("reading the base's rpmdb")?;
     let releasever = releasever_of(&lower)?;
     let mut plans = Vec::new();
     for path in &opts.manifests {
@@ -329,8 +325,8 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
             .iter()
             .zip(&stagings)
             .map(|(p, staging)| {
-                let lower = &lower;
-                s.spawn(move || build_tree(opts, p, lower, staging.path()))
+                let (lower, probe_rpmdb) = (&lower, &probe_rpmdb);
+                s.spawn(move || build_tree(opts, p, lower, probe_rpmdb, staging.path()))
             })
             .collect();
         handles
@@ -746,7 +742,14 @@ struct Built {
 }
 
 /// Installs the release into an overlay of the base in a worker.
-fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> Result<Built> {
+/// `base_rpmdb_sqlite` is the base's rpm database in sqlite, for the install.
+fn build_tree(
+    opts: &DeriveOptions,
+    p: &Plan,
+    lower: &Path,
+    base_rpmdb_sqlite: &Path,
+    staging: &Path,
+) -> Result<Built> {
     let upper = staging.join("upper");
     let work = staging.join("work");
     let merged = staging.join("merged");
@@ -779,6 +782,7 @@ fn build_tree(opts: &DeriveOptions, p: &Plan, lower: &Path, staging: &Path) -> R
         units: p.manifest.units.clone(),
         os_release: os_release_values(&p.manifest, &version, &release, &opts_rhel(lower)),
         source_date_epoch: p.sde,
+        base_rpmdb_sqlite: base_rpmdb_sqlite.to_path_buf(),
         initramfs_generator: p.initramfs_generator.clone(),
         regenerate_initramfs: p.manifest.regenerate_initramfs,
     };
@@ -896,7 +900,7 @@ fn prune_unchanged(upper: &Path, lower: &Path, base: &BaseTree) -> Result<()> {
                 if walk(&path, upper, lower, base)?
                     && in_lower.is_dir()
                     && !in_lower.is_symlink()
-                    && !is_opaque(&path)
+                    && !strata_rootfs::tree::is_opaque(&path)
                 {
                     fs::remove_dir(&path)?;
                     continue;
@@ -944,14 +948,6 @@ impl BaseTree {
             info.attribute_uint32("unix::mode"),
         ))
     }
-}
-
-/// Whether overlay marked the directory opaque (it replaces a deleted one).
-fn is_opaque(path: &Path) -> bool {
-    let mut buf = [0u8; 4];
-    ["trusted.overlay.opaque", "user.overlay.opaque"]
-        .iter()
-        .any(|name| matches!(rustix::fs::lgetxattr(path, *name, &mut buf[..]), Ok(1) if buf[0] == b'y'))
 }
 
 /// Turns the upper dir into the derived image and commit, and records the

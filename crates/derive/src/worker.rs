@@ -86,6 +86,10 @@ pub struct Job {
     /// os-release keys to set, in order.
     pub os_release: Vec<(String, String)>,
     pub source_date_epoch: u64,
+    /// The base's rpm database as the host's rpm installs into it (sqlite),
+    /// converted once by the parent: a base keeping another format (RHEL
+    /// 8's Berkeley DB) gets this copy for the install.
+    pub base_rpmdb_sqlite: PathBuf,
     /// How the base's initramfs was made (none: the base does not say).
     #[serde(default)]
     pub initramfs_generator: Option<Generator>,
@@ -296,8 +300,10 @@ fn install(job: &Job) -> Result<Installed> {
     let rpmdb = root.join("usr/share/rpm");
     let backend = strata_rpmdb::Backend::detect(&rpmdb)
         .context("the base has no rpm database in /usr/share/rpm")?;
-    strata_rpmdb::convert(&rpmdb, strata_rpmdb::Backend::Sqlite)
-        .context("opening the base's rpm database for the install")?;
+    if backend != strata_rpmdb::Backend::Sqlite {
+        strata_rpmdb::replace(&rpmdb, &job.base_rpmdb_sqlite)
+            .context("opening the base's rpm database for the install")?;
+    }
     let report = job
         .install
         .run()
@@ -382,7 +388,7 @@ fn regenerate_initramfs(job: &Job) -> Result<InitramfsRecord> {
     };
     let Some(generator) = &job.initramfs_generator else {
         bail!(
-            "the initramfs must be made again ({why}), but the base commit does not record how its initramfs was made ({} / {} metadata): compose the base with strata",
+            "the initramfs must be made again ({why}), but the base commit does not record a generator strata runs ({} / {} metadata): compose the base with strata",
             initramfs::GENERATOR_KEY,
             initramfs::ARGS_KEY
         );
@@ -409,7 +415,7 @@ fn regenerate_initramfs(job: &Job) -> Result<InitramfsRecord> {
     let started = std::time::Instant::now();
     let mut layout = sandbox::Layout::default();
     layout.etc_in_usr_etc = true;
-    let ran = generator.run_as(root, &layout, job.source_date_epoch, &kernel.kver);
+    let ran = generator.run(root, &layout, job.source_date_epoch, &kernel.kver);
     if made_var_tmp {
         fs::remove_dir_all(&var_tmp).with_context(|| format!("removing {}", var_tmp.display()))?;
     }
@@ -452,6 +458,7 @@ mod tests {
             units: Vec::new(),
             os_release: Vec::new(),
             source_date_epoch: 0,
+            base_rpmdb_sqlite: PathBuf::from("/nonexistent"),
             initramfs_generator: None,
             regenerate_initramfs: false,
         };

@@ -63,6 +63,14 @@ impl Default for Initramfs {
 
 const GENERATORS: &[&str] = &["dracut"];
 
+impl Initramfs {
+    /// Whether strata knows how to run `name` as the initramfs generator
+    /// (manifests, and base commits that record theirs, name only these).
+    pub fn is_known_generator(name: &str) -> bool {
+        GENERATORS.contains(&name)
+    }
+}
+
 /// `initramfs:` as one file states it.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -332,7 +340,7 @@ pub(crate) fn initramfs(
     };
     if let Some(generator) = p.generator {
         let text = cx.text(&generator)?;
-        if !GENERATORS.contains(&text.as_str()) {
+        if !Initramfs::is_known_generator(&text) {
             return Err(cx.invalid(
                 generator.at,
                 "initramfs generator",

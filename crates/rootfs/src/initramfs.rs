@@ -63,22 +63,17 @@ impl Generator {
         argv
     }
 
-    /// Makes the initramfs of kernel `kver` in the tree at `root`, in the
-    /// sandbox, with `SOURCE_DATE_EPOCH` set: the same tree and epoch give
-    /// the same bytes.
-    pub fn run(&self, root: &Path, source_date_epoch: u64, kver: &str) -> Result<()> {
-        self.run_as(root, &sandbox::Layout::default(), source_date_epoch, kver)
-    }
-
-    /// Like [`Generator::run`], in a tree laid out as `layout` says.
-    pub fn run_as(
+    /// Makes the initramfs of kernel `kver` in the tree at `root` (laid out
+    /// as `layout` says), in the sandbox, with `SOURCE_DATE_EPOCH` set: the
+    /// same tree and epoch give the same bytes.
+    pub fn run(
         &self,
         root: &Path,
         layout: &sandbox::Layout,
         source_date_epoch: u64,
         kver: &str,
     ) -> Result<()> {
-        sandbox::run_in_tree_as(root, layout, source_date_epoch, &self.argv(kver))
+        sandbox::run_in_tree(root, layout, source_date_epoch, &self.argv(kver))
             .with_context(|| format!("generating the initramfs with {}", self.name))
     }
 }
@@ -140,7 +135,7 @@ fn walk(dir: &Path, upper: &Path, lower: &Path, out: &mut Vec<String>) -> Result
             .into_owned();
         let ft = e.file_type()?;
         if ft.is_dir() {
-            if reads(&rel) && is_opaque(&path) {
+            if reads(&rel) && crate::tree::is_opaque(&path) {
                 out.push(rel.clone());
             }
             // Only directories that are inputs or lead to one are entered.
@@ -177,14 +172,6 @@ fn walk(dir: &Path, upper: &Path, lower: &Path, out: &mut Vec<String>) -> Result
         }
     }
     Ok(())
-}
-
-/// Whether overlay marked the directory opaque (it replaces a deleted one).
-pub fn is_opaque(path: &Path) -> bool {
-    let mut buf = [0u8; 4];
-    ["trusted.overlay.opaque", "user.overlay.opaque"]
-        .iter()
-        .any(|name| matches!(rustix::fs::lgetxattr(path, *name, &mut buf[..]), Ok(1) if buf[0] == b'y'))
 }
 
 #[cfg(test)]

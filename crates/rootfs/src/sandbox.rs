@@ -48,13 +48,8 @@ fn base_command(root: &Path, source_date_epoch: u64, layout: &Layout) -> Command
     cmd
 }
 
-/// Runs `argv` with the tree as its root.
-pub fn run_in_tree(root: &Path, source_date_epoch: u64, argv: &[String]) -> Result<()> {
-    run_in_tree_as(root, &Layout::default(), source_date_epoch, argv)
-}
-
 /// Runs `argv` with the tree, laid out as `layout` says, as its root.
-pub fn run_in_tree_as(
+pub fn run_in_tree(
     root: &Path,
     layout: &Layout,
     source_date_epoch: u64,

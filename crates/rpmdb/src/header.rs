@@ -104,15 +104,16 @@ impl<'a> Header<'a> {
         let data = &self.data[entry.offset..];
         let numbers = |size: usize| -> Result<Values<'a>, Error> {
             let bytes = data.get(..size * entry.count).ok_or_else(bad)?;
+            // Big-endian in the header, host order for the index keys.
             Ok(Values::Numbers(
                 bytes
                     .chunks(size)
-                    .map(|c| c.iter().rev().copied().collect::<Vec<u8>>())
-                    .map(|mut le| {
-                        if cfg!(target_endian = "big") {
-                            le.reverse();
+                    .map(|c| {
+                        let mut n = c.to_vec();
+                        if cfg!(target_endian = "little") {
+                            n.reverse();
                         }
-                        le
+                        n
                     })
                     .collect(),
             ))
@@ -131,7 +132,9 @@ impl<'a> Header<'a> {
                 } else {
                     1
                 };
-                let mut strings = Vec::with_capacity(wanted);
+                // The count is the header's word: reserve no more than the
+                // data could hold.
+                let mut strings = Vec::with_capacity(wanted.min(data.len()));
                 let mut rest = data;
                 for _ in 0..wanted {
                     let end = rest.iter().position(|b| *b == 0).ok_or_else(bad)?;
@@ -220,6 +223,9 @@ pub(crate) mod tests {
         b.pop();
         assert!(Header::parse(&b, "t").is_err());
         let b = blob(&[(1047, STRING_ARRAY, 3, strings(&["a", "b"]))]);
+        assert!(Header::parse(&b, "t").unwrap().get(1047, "t").is_err());
+        // A count no data could hold is refused, not reserved.
+        let b = blob(&[(1047, STRING_ARRAY, u32::MAX, strings(&["a"]))]);
         assert!(Header::parse(&b, "t").unwrap().get(1047, "t").is_err());
     }
 }

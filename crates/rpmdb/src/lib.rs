@@ -99,12 +99,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// The header blobs of every package in the database `dir`, in the
-/// database's order, exported by the host's rpm (`rpmdb --exportdb`).
-pub fn export(dir: &Path) -> Result<Vec<Vec<u8>>, Error> {
-    split_export(&export_stream(dir)?, &dir.display().to_string())
-}
-
+/// The export stream (`rpmdb --exportdb`) of the database in `dir`: every
+/// package's header, in the database's order, written by the host's rpm.
 fn export_stream(dir: &Path) -> Result<Vec<u8>, Error> {
     let backend =
         Backend::detect(dir).ok_or_else(|| Error::NoDatabase(dir.display().to_string()))?;
@@ -151,7 +147,7 @@ fn split_export(stream: &[u8], what: &str) -> Result<Vec<Vec<u8>>, Error> {
 /// exist and hold no database: `Packages` (hash, header number to header,
 /// key 0 the highest number) and the index files (btree, key to the list of
 /// header and tag numbers), all as RHEL 8's rpm writes them.
-pub fn write_bdb(dir: &Path, headers: &[Vec<u8>]) -> Result<(), Error> {
+fn write_bdb(dir: &Path, headers: &[Vec<u8>]) -> Result<(), Error> {
     let mut written = Vec::new();
     let packages = dir.join("Packages");
     let mut db = bdb::Db::create(&packages, bdb::Kind::Hash)?;
@@ -316,40 +312,70 @@ fn scrub_page(p: &mut [u8]) {
 }
 
 /// Rewrites the database in `dir` into backend `to` in place (nothing to do
-/// when it already is). The new database is built beside the old one, then
-/// the old files are replaced file by file (the directory itself stays, so
-/// this works on an overlay that cannot rename a lower directory); on error
-/// while building, the old database is left as it was.
+/// when it already is). The new database is built beside the old one and
+/// then swapped in (see [`swap_in`]); on error while building, the old
+/// database is left as it was.
 pub fn convert(dir: &Path, to: Backend) -> Result<(), Error> {
     let from = Backend::detect(dir).ok_or_else(|| Error::NoDatabase(dir.display().to_string()))?;
     if from == to {
         return Ok(());
     }
     let stream = export_stream(dir)?;
-    let staging = sibling(dir, "new");
-    if staging.exists() {
-        fs::remove_dir_all(&staging).map_err(io(&staging))?;
-    }
-    fs::create_dir(&staging).map_err(io(&staging))?;
+    let staging = staging_beside(dir)?;
     let built = match to {
         Backend::Bdb => split_export(&stream, &dir.display().to_string())
             .and_then(|headers| write_bdb(&staging, &headers)),
         Backend::Sqlite => import_sqlite(&staging, &stream),
     };
+    swap_in(dir, &staging, built)?;
+    tracing::debug!(dir = %dir.display(), from = from.as_str(), to = to.as_str(), "rpmdb converted");
+    Ok(())
+}
+
+/// Replaces the database in `dir` with a copy of the one in `from` (a
+/// conversion made once and used for several trees).
+pub fn replace(dir: &Path, from: &Path) -> Result<(), Error> {
+    if Backend::detect(from).is_none() {
+        return Err(Error::NoDatabase(from.display().to_string()));
+    }
+    let staging = staging_beside(dir)?;
+    let copied = files_in(from).and_then(|files| {
+        files.iter().try_for_each(|f| {
+            let dest = staging.join(f.file_name().unwrap_or_default());
+            fs::copy(f, &dest).map(|_| ()).map_err(io(&dest))
+        })
+    });
+    swap_in(dir, &staging, copied)
+}
+
+/// A new, empty directory beside `dir` to build a database in.
+fn staging_beside(dir: &Path) -> Result<PathBuf, Error> {
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    let staging = dir.with_file_name(format!(".{name}.strata-new"));
+    if staging.exists() {
+        fs::remove_dir_all(&staging).map_err(io(&staging))?;
+    }
+    fs::create_dir(&staging).map_err(io(&staging))?;
+    Ok(staging)
+}
+
+/// Once `built` says the database in `staging` is whole, replaces the files
+/// of `dir` with it, file by file: the directory itself stays, so this
+/// works on an overlay that cannot rename a lower directory. A failed build
+/// leaves `dir` as it was.
+fn swap_in(dir: &Path, staging: &Path, built: Result<(), Error>) -> Result<(), Error> {
     if let Err(e) = built {
-        let _ = fs::remove_dir_all(&staging);
+        let _ = fs::remove_dir_all(staging);
         return Err(e);
     }
     for path in files_in(dir)? {
         fs::remove_file(&path).map_err(io(&path))?;
     }
-    for path in files_in(&staging)? {
+    for path in files_in(staging)? {
         let dest = dir.join(path.file_name().unwrap_or_default());
         fs::rename(&path, &dest).map_err(io(&dest))?;
     }
-    fs::remove_dir(&staging).map_err(io(&staging))?;
-    tracing::debug!(dir = %dir.display(), from = from.as_str(), to = to.as_str(), "rpmdb converted");
-    Ok(())
+    fs::remove_dir(staging).map_err(io(staging))
 }
 
 /// The files of a database directory (it holds nothing else).
@@ -367,11 +393,6 @@ fn files_in(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     }
     out.sort();
     Ok(out)
-}
-
-fn sibling(dir: &Path, what: &str) -> PathBuf {
-    let name = dir.file_name().unwrap_or_default().to_string_lossy();
-    dir.with_file_name(format!(".{name}.strata-{what}"))
 }
 
 /// Imports an export stream into a new sqlite database in `dir` with the
