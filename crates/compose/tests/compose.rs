@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use strata_compose::{compose, ComposeOptions, ComposeResult};
 use strata_manifest::Vars;
+use strata_testdistro::scratch::SharedDir;
 use strata_testdistro::spec::{Dep, FileSpec, PkgSpec};
 use strata_testdistro::{Fixture, Signing};
 
@@ -39,10 +40,10 @@ fn compose_in(workdir: &Path, manifest: &Path) -> anyhow::Result<ComposeResult> 
 }
 
 /// The demo base, composed once for the tests that only look at it.
-fn demo() -> &'static (tempfile::TempDir, ComposeResult) {
-    static DEMO: OnceLock<(tempfile::TempDir, ComposeResult)> = OnceLock::new();
+fn demo() -> &'static (SharedDir, ComposeResult) {
+    static DEMO: OnceLock<(SharedDir, ComposeResult)> = OnceLock::new();
     DEMO.get_or_init(|| {
-        let w = tempfile::tempdir().unwrap();
+        let w = SharedDir::new(Path::new(env!("CARGO_TARGET_TMPDIR")).join("compose-demo"));
         let r = compose_in(w.path(), &demo_manifest()).unwrap();
         (w, r)
     })

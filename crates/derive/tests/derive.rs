@@ -12,6 +12,7 @@ use strata_derive::{derive, DeriveOptions, DeriveResult, WorkerCommand};
 use strata_manifest::Vars;
 use strata_oscontainer::{ImageRef, TransportOptions};
 use strata_testdistro::peers::{ostree_ext_client, Registry};
+use strata_testdistro::scratch::SharedDir;
 use strata_testdistro::spec::{FileSpec, PkgSpec};
 use strata_testdistro::Fixture;
 
@@ -37,10 +38,10 @@ fn worker() -> WorkerCommand {
 /// into one workdir (in this process: librpm chroots the process during
 /// the install, so nothing else may run meanwhile — every test waits here
 /// first).
-fn bases() -> &'static (tempfile::TempDir, ComposeResult, ComposeResult) {
-    static BASES: OnceLock<(tempfile::TempDir, ComposeResult, ComposeResult)> = OnceLock::new();
+fn bases() -> &'static (SharedDir, ComposeResult, ComposeResult) {
+    static BASES: OnceLock<(SharedDir, ComposeResult, ComposeResult)> = OnceLock::new();
     BASES.get_or_init(|| {
-        let w = tempfile::tempdir().unwrap();
+        let w = shared("bases");
         let compose_snapshot = |snapshot: &str| {
             let v = Vars::from_assignments([
                 format!("fixture={}", fixture().root.display()),
@@ -58,7 +59,7 @@ fn bases() -> &'static (tempfile::TempDir, ComposeResult, ComposeResult) {
         let zstream = compose_snapshot("20261115");
         // In the same breath (librpm again): the demo base with an SELinux
         // policy, in a workdir of its own.
-        let lw = tempfile::tempdir().unwrap();
+        let lw = shared("labeled");
         let manifest = lw.path().join("labeled.yaml");
         std::fs::write(
             &manifest,
@@ -81,14 +82,14 @@ fn bases() -> &'static (tempfile::TempDir, ComposeResult, ComposeResult) {
 
 /// The demo base with selinux-policy-minimum: a base labeled by its policy
 /// (composed by [`bases`]; the directory holds the workdir `work`).
-static LABELED: OnceLock<(tempfile::TempDir, ComposeResult)> = OnceLock::new();
+static LABELED: OnceLock<(SharedDir, ComposeResult)> = OnceLock::new();
 
-fn labeled_base() -> &'static (tempfile::TempDir, ComposeResult) {
+fn labeled_base() -> &'static (SharedDir, ComposeResult) {
     bases();
     LABELED.get().expect("composed with the other bases")
 }
 
-fn base() -> (&'static tempfile::TempDir, &'static ComposeResult) {
+fn base() -> (&'static SharedDir, &'static ComposeResult) {
     let (w, b, _) = bases();
     (w, b)
 }
@@ -97,15 +98,24 @@ fn base() -> (&'static tempfile::TempDir, &'static ComposeResult) {
 /// and blobs are immutable; index.json and builds.json are replaced, not
 /// written through).
 fn workdir_with_base() -> tempfile::TempDir {
-    let (w, _) = base();
     let dir = tempfile::tempdir().unwrap();
+    link_base_into(dir.path());
+    dir
+}
+
+fn link_base_into(dir: &Path) {
+    let (w, _) = base();
     for sub in ["repo", "oci", "builds"] {
         run(Command::new("cp")
             .arg("-al")
             .arg(w.path().join(sub))
-            .arg(dir.path().join(sub)));
+            .arg(dir.join(sub)));
     }
-    dir
+}
+
+/// A workdir shared by this process's tests (see `SharedDir`).
+fn shared(name: &str) -> SharedDir {
+    SharedDir::new(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("derive-{name}")))
 }
 
 fn run(cmd: &mut Command) -> String {
@@ -167,10 +177,11 @@ fn both() -> Vec<PathBuf> {
 }
 
 /// The demo releases, derived once into their own workdir.
-fn derived() -> &'static (tempfile::TempDir, Vec<DeriveResult>) {
-    static DERIVED: OnceLock<(tempfile::TempDir, Vec<DeriveResult>)> = OnceLock::new();
+fn derived() -> &'static (SharedDir, Vec<DeriveResult>) {
+    static DERIVED: OnceLock<(SharedDir, Vec<DeriveResult>)> = OnceLock::new();
     DERIVED.get_or_init(|| {
-        let w = workdir_with_base();
+        let w = shared("releases");
+        link_base_into(w.path());
         let r = derive_in(w.path(), &both(), &[]).unwrap();
         (w, r)
     })
@@ -828,6 +839,7 @@ fn the_real_client_imports_and_deploys_a_derived_image_and_a_registry_base_deriv
     // ostree-ext deploys it (a tmpfs /boot in a private mount namespace:
     // deploying freezes the filesystem holding /boot).
     let sysroot = dir.path().join("sysroot");
+    let _drop_sysroot = strata_testdistro::scratch::DropSysroot(sysroot.clone());
     std::fs::create_dir_all(&sysroot).unwrap();
     run(Command::new("ostree")
         .args(["admin", "init-fs", "--modern"])

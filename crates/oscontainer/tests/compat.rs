@@ -185,6 +185,7 @@ fn ostree_ext_deploys_our_image_into_a_sysroot() {
     encapsulate(&fx.repo, "base", &oci, "base", &opts).unwrap();
 
     let sysroot = fx.path("sysroot");
+    let _drop_sysroot = strata_testdistro::scratch::DropSysroot(sysroot.clone());
     std::fs::create_dir_all(&sysroot).unwrap();
     run(Command::new("ostree")
         .args(["admin", "init-fs", "--modern"])

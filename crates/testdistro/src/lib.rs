@@ -11,6 +11,7 @@
 //! Modules:
 //! - [`boot`]: booting under qemu for tests, waiting for the boot marker.
 //! - [`initrd`]: listing an initramfs's files (what `lsinitrd` shows).
+//! - [`scratch`]: test directories that do not outlive the run.
 //! - [`spec`]: package descriptions and building them into signed RPMs.
 //! - `distro`: what the fixture contains (packages, repos, snapshots).
 //! - `kernel`: Debian's kernel split into kernel-core / kernel-modules.
@@ -29,6 +30,7 @@ mod keys;
 mod native;
 pub mod peers;
 mod repo;
+pub mod scratch;
 pub mod spec;
 mod synth;
 
