@@ -2,8 +2,9 @@
 //! grub-bios-setup do, and a grub.cfg generated from the BLS entries.
 //!
 //! The commit ships `usr/lib/bootupd/updates/EFI` (copied to the ESP) and
-//! `usr/lib/grub/i386-pc/{boot,core}.img`. Their embedded configuration
-//! finds the filesystem labelled `boot` and reads `/grub2/grub.cfg` there;
+//! `usr/lib/grub/i386-pc` (boot.img; core.img is assembled from the rest,
+//! see [`crate::grub_pc`]). GRUB finds the filesystem labelled `boot` (EFI)
+//! or the boot partition (BIOS) and reads `/grub2/grub.cfg` there;
 //! that file is generated here from `/boot/loader/entries`, because GRUB
 //! builds without `blscfg` (Debian's) cannot read the entries themselves.
 //! Parsing and patching are pure; the caller reads and writes the files.
@@ -14,8 +15,8 @@ use anyhow::{bail, ensure, Result};
 
 /// Where the commit keeps its bootloader files (relative to the deployment).
 pub const EFI_DIR: &str = "usr/lib/bootupd/updates/EFI";
-pub const BIOS_BOOT_IMG: &str = "usr/lib/grub/i386-pc/boot.img";
-pub const BIOS_CORE_IMG: &str = "usr/lib/grub/i386-pc/core.img";
+/// The RHEL packages whose files compose moves to [`EFI_DIR`].
+pub const EFI_PACKAGES: &str = "shim-x64 and grub2-efi-x64";
 
 /// A Boot Loader Specification entry: `key value` lines.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -119,6 +119,10 @@ pub fn plan(sector_size: u64, root_min: u64, size: Option<u64>, uuids: &Uuids) -
     })
 }
 
+/// The boot partition's number (GPT entries count from 1): BIOS GRUB's
+/// prefix names it, `(,gpt3)/grub2`, as grub2-install does.
+pub const BOOT_PARTITION: usize = 3;
+
 impl Layout {
     pub fn bios_boot(&self) -> &Part {
         &self.parts[0]
@@ -127,7 +131,7 @@ impl Layout {
         &self.parts[1]
     }
     pub fn boot(&self) -> &Part {
-        &self.parts[2]
+        &self.parts[BOOT_PARTITION - 1]
     }
     pub fn root(&self) -> &Part {
         &self.parts[3]

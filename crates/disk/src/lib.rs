@@ -25,6 +25,7 @@
 pub mod bootloader;
 pub mod deploy;
 pub mod fs;
+pub mod grub_pc;
 pub mod layout;
 pub mod meta;
 pub mod platform;
@@ -171,6 +172,9 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     };
     let kver =
         kernel_of(&repo, &id.ostree_commit).with_context(|| format!("image {}", id.image))?;
+    let bios = platforms.iter().any(|p| p.sector_size == 512);
+    check_boot_chain(&repo, &id.ostree_commit, bios)
+        .with_context(|| format!("image {}", id.image))?;
     tracing::info!(commit = %id.ostree_commit, kernel = %kver, "deploying");
 
     let map = IdMap::for_this_process()?;
@@ -260,8 +264,7 @@ fn build_in(
     let esp = stage.join("esp");
     fs::copy_tree_in_root(&deployment, bootloader::EFI_DIR, &esp.join("EFI"))
         .with_context(|| format!("the image has no EFI bootloader (/{})", bootloader::EFI_DIR))?;
-    let boot_img = fs::read_in_root(&deployment, bootloader::BIOS_BOOT_IMG)?;
-    let core_img = fs::read_in_root(&deployment, bootloader::BIOS_CORE_IMG)?;
+    let (boot_img, core_img) = bios_grub(&deployment, &boot)?;
     let pretty = pretty_name(&deployment);
 
     write(
@@ -445,6 +448,26 @@ fn build_in(
         artifacts,
         stream_json: stream_path,
     })
+}
+
+/// BIOS GRUB from the image's i386-pc files, as grub2-install makes it:
+/// `boot.img`, a core.img assembled from the parts whose prefix is the boot
+/// partition's `grub2` directory, and the modules copied there (GRUB loads
+/// all but the few in core.img from there at boot).
+fn bios_grub(deployment: &Path, boot: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
+    let dir = grub_pc::MODULE_DIR;
+    let read = |name: &str| fs::read_in_root(deployment, &format!("{dir}/{name}"));
+    let boot_img = read("boot.img").with_context(|| {
+        format!(
+            "the image has no BIOS GRUB (/{dir}): its packages must include {}",
+            grub_pc::MODULE_PACKAGE
+        )
+    })?;
+    let prefix = format!("(,gpt{})/grub2", layout::BOOT_PARTITION);
+    let core = grub_pc::core_img(read, grub_pc::CORE_MODULES, &prefix)
+        .with_context(|| format!("assembling GRUB's core.img from /{dir}"))?;
+    fs::copy_tree_in_root(deployment, dir, &boot.join("grub2/i386-pc"))?;
+    Ok((boot_img, core))
 }
 
 fn pretty_json(v: &serde_json::Value) -> Result<Vec<u8>> {
@@ -737,6 +760,31 @@ fn owner_beyond(
         }
     }
     Ok(None)
+}
+
+/// The boot chain's pieces, looked for in the commit before anything is
+/// deployed; a missing piece names the packages that provide it on RHEL.
+/// BIOS GRUB only when a disk boots with BIOS (`bios`).
+fn check_boot_chain(repo: &ostree::Repo, commit: &str, bios: bool) -> Result<()> {
+    let cancel = gio::Cancellable::NONE;
+    let (root, _) = repo
+        .read_commit(commit, cancel)
+        .with_context(|| format!("reading commit {commit}"))?;
+    let bios_files = format!("{}/kernel.img", grub_pc::MODULE_DIR);
+    let mut pieces = vec![(
+        bootloader::EFI_DIR,
+        "EFI bootloader",
+        bootloader::EFI_PACKAGES,
+    )];
+    if bios {
+        pieces.push((&bios_files, "BIOS GRUB", grub_pc::MODULE_PACKAGE));
+    }
+    for (path, what, packages) in pieces {
+        if !root.resolve_relative_path(path).query_exists(cancel) {
+            bail!("commit {commit} has no {what} (/{path}): its packages must include {packages}");
+        }
+    }
+    Ok(())
 }
 
 /// The kernel version of the commit: `/usr/lib/modules/<kver>/vmlinuz`.

@@ -552,37 +552,54 @@ fn bad_input_leaves_nothing() {
     assert_eq!(listing(&w.join("tmp")), Vec::<String>::new());
     assert_eq!(listing(&build_dir), before);
 
-    // An image whose commit has no kernel.
+    // Images whose commit lacks a piece of the boot chain: each fails
+    // before anything is deployed, naming what provides the piece.
     let tree = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tree.path().join("usr/lib")).unwrap();
-    std::fs::write(
-        tree.path().join("usr/lib/os-release"),
-        "NAME=x\nID=x\nPRETTY_NAME=x\n",
-    )
-    .unwrap();
+    let put = |rel: &str| {
+        let path = tree.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "NAME=x\nID=x\nPRETTY_NAME=x\n").unwrap();
+    };
+    put("usr/lib/os-release");
+    for (tag, missing, added) in [
+        ("no-kernel", "has no kernel", "usr/lib/modules/6.1.0/vmlinuz"),
+        (
+            "no-efi",
+            "has no EFI bootloader (/usr/lib/bootupd/updates/EFI): its packages must include shim-x64 and grub2-efi-x64",
+            "usr/lib/bootupd/updates/EFI/BOOT/BOOTX64.EFI",
+        ),
+        (
+            "no-bios",
+            "has no BIOS GRUB (/usr/lib/grub/i386-pc/kernel.img): its packages must include grub2-pc-modules",
+            "",
+        ),
+    ] {
+        let version = format!("0.0.1-{tag}");
+        image_of_tree(w, tree.path(), tag, &version);
+        let err = build(&DiskOptions::new(w, tag, vec!["metal".into()], worker())).unwrap_err();
+        assert!(format!("{err:#}").contains(missing), "{err:#}");
+        assert_eq!(listing(&w.join("tmp")), Vec::<String>::new());
+        assert!(!w.join(format!("builds/disk/{version}")).exists());
+        if !added.is_empty() {
+            put(added);
+        }
+    }
+}
+
+/// Commits `tree` to the workdir's repository and encapsulates it as `tag`.
+fn image_of_tree(w: &Path, tree: &Path, tag: &str, version: &str) {
     let repo = w.join("repo");
     let commit = run(Command::new("ostree")
         .arg(format!("--repo={}", repo.display()))
         .args(["commit", "--orphan", "--owner-uid=0", "--owner-gid=0"])
-        .arg(format!("--tree=dir={}", tree.path().display())))
+        .arg(format!("--tree=dir={}", tree.display())))
     .trim()
     .to_string();
     let mut eopts = strata_oscontainer::EncapsulateOptions::default();
-    eopts.labels.insert(
-        "org.opencontainers.image.version".into(),
-        "0.0.1-nokernel".into(),
-    );
-    strata_oscontainer::encapsulate(&repo, &commit, &w.join("oci"), "no-kernel", &eopts).unwrap();
-    let err = build(&DiskOptions::new(
-        w,
-        "no-kernel",
-        vec!["metal".into()],
-        worker(),
-    ))
-    .unwrap_err();
-    assert!(format!("{err:#}").contains("has no kernel"), "{err:#}");
-    assert_eq!(listing(&w.join("tmp")), Vec::<String>::new());
-    assert!(!w.join("builds/disk/0.0.1-nokernel").exists());
+    eopts
+        .labels
+        .insert("org.opencontainers.image.version".into(), version.into());
+    strata_oscontainer::encapsulate(&repo, &commit, &w.join("oci"), tag, &eopts).unwrap();
 }
 
 /// Files and directories below `dir`, recursively, relative to it.

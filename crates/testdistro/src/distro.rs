@@ -42,8 +42,6 @@ pub struct Ingredients {
     /// The z-stream kernel's files (same binaries, new `<kver>`).
     pub kernel_z: KernelFiles,
     pub grub_efi: Vec<u8>,
-    pub grub_boot_img: Vec<u8>,
-    pub grub_core_img: Vec<u8>,
     pub release_key_asc: String,
     pub scale: usize,
 }
@@ -553,8 +551,9 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         systemd_udev(ing),
         boot_check(),
         dracut(ing),
-        grub("grub2-efi-x64", "/usr/lib/bootupd/updates/EFI/BOOT/BOOTX64.EFI", &ing.grub_efi, &[]),
-        grub("grub2-pc", "/usr/lib/grub/i386-pc/core.img", &ing.grub_core_img, &[("/usr/lib/grub/i386-pc/boot.img", &ing.grub_boot_img)]),
+        grub("grub2-efi-x64", "/usr/lib/bootupd/updates/EFI/BOOT/BOOTX64.EFI", &ing.grub_efi),
+        grub2_pc_modules(ing),
+        grub2_pc(),
         openssh_server(),
         chrony(),
         failing_post(),
@@ -1043,15 +1042,10 @@ fn boot_check() -> PkgSpec {
     p
 }
 
-fn grub(name: &str, path: &str, image: &[u8], extra: &[(&str, &[u8])]) -> PkgSpec {
-    let mut p = pkg(name, "2.02", "123.el8_6");
+fn grub(name: &str, path: &str, image: &[u8]) -> PkgSpec {
+    let mut p = pkg(name, GRUB_VERSION, GRUB_RELEASE);
     p.epoch = 1;
     let mut files = vec![FileSpec::file(path, image.to_vec(), 0o644)];
-    files.extend(
-        extra
-            .iter()
-            .map(|(p, d)| FileSpec::file(p, d.to_vec(), 0o644)),
-    );
     let mut dirs: Vec<String> = Vec::new();
     for f in &files {
         let mut parent = std::path::Path::new(&f.path).parent();
@@ -1065,6 +1059,40 @@ fn grub(name: &str, path: &str, image: &[u8], extra: &[(&str, &[u8])]) -> PkgSpe
     }
     files.extend(dirs.iter().map(|d| FileSpec::dir(d, 0o755)));
     p.files(files)
+}
+
+const GRUB_VERSION: &str = "2.02";
+const GRUB_RELEASE: &str = "123.el8_6";
+
+/// RHEL's grub2-pc-modules: GRUB's i386-pc directory (kernel.img, the
+/// decompressor, boot.img, the modules, moddep.lst), noarch, from Debian's
+/// grub-pc-bin. No core.img: the installer (here: `strata disk`) makes it.
+/// Debian's two programs in the directory are grub2-tools' on RHEL.
+fn grub2_pc_modules(ing: &Ingredients) -> PkgSpec {
+    let files: Vec<FileSpec> = ing
+        .debian
+        .take(&["grub-pc-bin"])
+        .into_iter()
+        .filter(|f| {
+            f.path.starts_with("/usr/lib/grub")
+                && !f.path.ends_with("/grub-bios-setup")
+                && !f.path.ends_with("/grub-ntldr-img")
+        })
+        .collect();
+    let mut p = pkg("grub2-pc-modules", GRUB_VERSION, GRUB_RELEASE)
+        .noarch()
+        .files(files);
+    p.epoch = 1;
+    p.summary = "GRUB's BIOS modules (Debian's grub-pc-bin)".into();
+    p
+}
+
+/// RHEL's grub2-pc: what a BIOS boot needs, by its dependencies (its own
+/// files are configuration links this fixture has no use for).
+fn grub2_pc() -> PkgSpec {
+    let mut p = pkg("grub2-pc", GRUB_VERSION, GRUB_RELEASE).requires(&["grub2-pc-modules"]);
+    p.epoch = 1;
+    p
 }
 
 fn openssh_server() -> PkgSpec {

@@ -1,11 +1,11 @@
-//! GRUB images for the fixture's grub2-efi-x64 and grub2-pc packages.
+//! The GRUB EFI image of the fixture's grub2-efi-x64 package.
 //!
-//! RHEL ships prebuilt GRUB binaries in its packages; the fixture builds its
-//! own with Debian's `grub-mkimage`, with every module the boot needs built
-//! in and an embedded configuration that finds the partition labelled `boot`
-//! and reads `/grub2/grub.cfg` there (CoreOS keeps its GRUB configuration on
-//! the boot partition). The disk stage installs these images; it never needs
-//! GRUB tools of its own.
+//! RHEL ships a prebuilt `grubx64.efi` with every module built in; the
+//! fixture builds its own with Debian's `grub-mkimage`, with an embedded
+//! configuration that finds the partition labelled `boot` and reads
+//! `/grub2/grub.cfg` there (CoreOS keeps its GRUB configuration on the boot
+//! partition). BIOS GRUB is Debian's i386-pc directory as it is
+//! (grub2-pc-modules); the disk stage assembles its core.img.
 
 use std::path::Path;
 use std::process::Command;
@@ -49,11 +49,9 @@ const COMMON_MODULES: &[&str] = &[
     "regexp",
 ];
 
-/// The EFI (`BOOTX64.EFI`) and BIOS (`boot.img`, `core.img`) images.
+/// The EFI image (`BOOTX64.EFI`).
 pub struct GrubImages {
     pub efi: Vec<u8>,
-    pub boot_img: Vec<u8>,
-    pub core_img: Vec<u8>,
     /// `grub-mkimage --version`, part of the fixture's cache key.
     pub version: String,
 }
@@ -64,32 +62,18 @@ impl GrubImages {
         let config = dir.path().join("early.cfg");
         std::fs::write(&config, EARLY_CONFIG)?;
         let efi = mkimage(dir.path(), &config, "x86_64-efi", &["efi_gop", "efi_uga"])?;
-        let core_img = mkimage(dir.path(), &config, "i386-pc", &["biosdisk"])?;
-        let boot_img = std::fs::read("/usr/lib/grub/i386-pc/boot.img").context(
-            "reading /usr/lib/grub/i386-pc/boot.img: install the Debian package grub-pc-bin",
-        )?;
         let version = strata_process::stdout(Command::new("grub-mkimage").arg("--version"))?
             .trim()
             .to_string();
-        Ok(Self {
-            efi,
-            boot_img,
-            core_img,
-            version,
-        })
+        Ok(Self { efi, version })
     }
 }
 
 fn mkimage(dir: &Path, config: &Path, format: &str, extra: &[&str]) -> Result<Vec<u8>> {
     let moddir = Path::new("/usr/lib/grub").join(format);
     if !moddir.is_dir() {
-        let package = if format == "i386-pc" {
-            "grub-pc-bin"
-        } else {
-            "grub-efi-amd64-bin"
-        };
         anyhow::bail!(
-            "{} missing: install the Debian package {package}",
+            "{} missing: install the Debian package grub-efi-amd64-bin",
             moddir.display()
         );
     }

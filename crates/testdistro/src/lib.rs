@@ -372,8 +372,6 @@ fn build(
             z
         },
         grub_efi: grub.efi,
-        grub_boot_img: grub.boot_img,
-        grub_core_img: grub.core_img,
         release_key_asc: release_key.public_asc.clone(),
         scale,
     };

@@ -20,8 +20,7 @@ impl SharedDir {
     /// name of the binary's own.
     pub fn new(dir: PathBuf) -> SharedDir {
         remove_tree(&dir);
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
         SharedDir(dir)
     }
 
@@ -40,8 +39,7 @@ pub fn remove_tree(path: &Path) {
         return;
     }
     thaw(path);
-    std::fs::remove_dir_all(path)
-        .unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
+    std::fs::remove_dir_all(path).unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
 }
 
 /// Lifts the immutable flag from every directory under `path` (ostree sets
