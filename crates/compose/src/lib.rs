@@ -20,7 +20,7 @@ mod chunks;
 mod commit;
 mod lockfile;
 
-use strata_rootfs::{files, initramfs, passwd, policy, sandbox, tree};
+use strata_rootfs::{bootupd, files, initramfs, passwd, policy, sandbox, tree};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ pub use passwd::Accounts;
 pub use policy::{OnlyInDisallowedRepo, PolicyError, Rule, Violation};
 
 /// Bumped when the composed tree would differ for the same inputs.
-const COMPOSE_FORMAT: &str = "strata-compose-1";
+const COMPOSE_FORMAT: &str = "strata-compose-2";
 
 /// What to compose.
 #[derive(Debug, Clone)]
@@ -123,6 +123,10 @@ pub struct BuildMeta {
     /// The rpm database's backend: `bdb` or `sqlite`.
     #[serde(default)]
     pub rpmdb: String,
+    /// The bootloader payload per bootupd component (`EFI`, `BIOS`): the
+    /// packages it came from, as bootupd's metadata names them.
+    #[serde(default)]
+    pub bootloader: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
@@ -294,6 +298,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let mut os_release = files::COREOS_VARIANT.to_vec();
     os_release.push(("OSTREE_VERSION", &version));
     files::set_os_release(&root, &os_release)?;
+    let bootloader = bootupd::generate_update_metadata(&root, &bootupd::rpm_owners(&root))?;
     tree::apply(&root)?;
     // Installed with the host's rpm (sqlite); stored as the target's rpm
     // reads it.
@@ -374,6 +379,10 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         manifest: opts.manifest.clone(),
         ignored_scriptlet_failures: installed.ignored_scriptlet_failures.clone(),
         rpmdb: rpmdb.as_str().to_string(),
+        bootloader: [("EFI", bootloader.efi), ("BIOS", bootloader.bios)]
+            .into_iter()
+            .filter_map(|(k, m)| Some((k.to_string(), m?.version)))
+            .collect(),
     };
     let entry = BuildEntry {
         stream: stream.clone(),

@@ -136,6 +136,34 @@ fn demo_base_follows_the_conventions() {
             "/{empty} is empty"
         );
     }
+    // The EFI payload RHEL's packages put under /boot/efi, where bootupd
+    // keeps it, with bootupd's metadata; BIOS GRUB stays where its package
+    // put it.
+    for f in [
+        "BOOT/BOOTX64.EFI",
+        "BOOT/fbx64.efi",
+        "redhat/shimx64.efi",
+        "redhat/grubx64.efi",
+        "redhat/BOOTX64.CSV",
+    ] {
+        assert!(
+            tree.join("usr/lib/bootupd/updates/EFI").join(f).is_file(),
+            "{f}"
+        );
+    }
+    let efi: serde_json::Value =
+        serde_json::from_str(&read("usr/lib/bootupd/updates/EFI.json")).unwrap();
+    assert_eq!(
+        efi["version"], "grub2-efi-x64-1:2.02-123.el8_6.x86_64,shim-x64-15.4-2.el8_1.x86_64",
+        "{efi}"
+    );
+    assert_eq!(efi["versions"][0]["name"], "grub2", "{efi}");
+    assert!(efi["timestamp"].as_str().unwrap().ends_with('Z'), "{efi}");
+    assert!(tree.join("usr/lib/grub/i386-pc/kernel.img").is_file());
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["bootloader"]["EFI"], efi["version"], "{meta}");
+
     let tmpfiles = read("usr/lib/tmpfiles.d/strata-var.conf");
     assert!(
         tmpfiles.contains("d /var/lib/chrony 0750 chrony chrony - -"),
@@ -573,8 +601,14 @@ fn bad_input_gives_a_clear_error_and_leaves_the_workdir_alone() {
         .conflicts
         .push(strata_testdistro::spec::Dep("bash".into()));
     conflicting.build_time = 1_792_022_400;
+    // A package that puts a file under /boot that has no place in a commit.
+    let mut stray = PkgSpec::new("strata-boot-stray", "1.0", "1.el8");
+    stray
+        .files
+        .push(FileSpec::file("/boot/stray.img", "x", 0o644));
+    stray.build_time = 1_792_022_400;
     let extra = d.path().join("conflicts");
-    Fixture::build_repo(&extra, &[conflicting], Signing::Release).unwrap();
+    Fixture::build_repo(&extra, &[conflicting, stray], Signing::Release).unwrap();
     let key = f.path(&f.info.release_key.path);
     let cases: &[(&str, String, &[&str])] = &[
         ("unknown-field", "packagez: [bash]\n".into(), &["manifest.yaml:3:1", "packagez"]),
@@ -588,6 +622,15 @@ fn bad_input_gives_a_clear_error_and_leaves_the_workdir_alone() {
                 key.display()
             ),
             &["strata-conflicts-bash", "bash"],
+        ),
+        (
+            "unplaceable-boot-file",
+            format!(
+                "repos:\n  - id: conflicts\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [conflicts]\npackages: [strata-boot-stray]\n",
+                extra.display(),
+                key.display()
+            ),
+            &["/boot/stray.img (package strata-boot-stray-1.0-1.el8.x86_64)"],
         ),
         (
             "unreachable-repo",

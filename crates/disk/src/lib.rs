@@ -264,6 +264,17 @@ fn build_in(
     let esp = stage.join("esp");
     fs::copy_tree_in_root(&deployment, bootloader::EFI_DIR, &esp.join("EFI"))
         .with_context(|| format!("the image has no EFI bootloader (/{})", bootloader::EFI_DIR))?;
+    let names: Vec<String> = std::fs::read_dir(esp.join("EFI"))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if let Some(vendor) = bootloader::vendor_dir(&names) {
+        write(
+            &esp.join("EFI").join(vendor).join("grub.cfg"),
+            bootloader::ESP_STUB.as_bytes(),
+        )?;
+    }
     let (boot_img, core_img) = bios_grub(&deployment, &boot)?;
     let pretty = pretty_name(&deployment);
 

@@ -190,6 +190,7 @@ fn layout_filesystems_and_metadata() {
         out
     };
     let (esp, boot, root) = (part(1), part(2), part(3));
+    let debugfs = |fs: &Path, req: &str| run(Command::new("debugfs").arg("-R").arg(req).arg(fs));
     run(Command::new("fsck.vfat").arg("-n").arg(&esp));
     run(Command::new("fsck.ext4").arg("-fn").arg(&boot));
     run(Command::new("fsck.ext4").arg("-fn").arg(&root));
@@ -199,9 +200,32 @@ fn layout_filesystems_and_metadata() {
         .arg("::/EFI/BOOT")
         .env("MTOOLS_SKIP_CHECK", "1"));
     assert!(efi.contains("BOOTX64  EFI"), "{efi}");
+    assert!(efi.contains("fbx64    efi"), "{efi}");
+    // RHEL's vendor directory: shim, GRUB, and the stub that sends GRUB
+    // to the boot partition.
+    let mtype = |file: &str| {
+        run(Command::new("mtype")
+            .arg("-i")
+            .arg(&esp)
+            .arg(format!("::/EFI/redhat/{file}"))
+            .env("MTOOLS_SKIP_CHECK", "1"))
+    };
+    assert!(mtype("grub.cfg").contains("search --label boot --set prefix"));
+    let vendor = run(Command::new("mdir")
+        .arg("-i")
+        .arg(&esp)
+        .arg("::/EFI/redhat")
+        .env("MTOOLS_SKIP_CHECK", "1"));
+    for f in ["shimx64  efi", "grubx64  efi", "BOOTX64  CSV"] {
+        assert!(vendor.contains(f), "{f}: {vendor}");
+    }
+    // BIOS GRUB's modules, which core.img's prefix points at.
+    let modules = debugfs(&boot, "ls -l /grub2/i386-pc");
+    for f in ["normal.mod", "linux.mod", "moddep.lst"] {
+        assert!(modules.contains(f), "{f}: {modules}");
+    }
 
     // The aleph file and the boot configuration carry the version.
-    let debugfs = |fs: &Path, req: &str| run(Command::new("debugfs").arg("-R").arg(req).arg(fs));
     let aleph: serde_json::Value =
         serde_json::from_str(&debugfs(&root, "cat /.coreos-aleph-version.json")).unwrap();
     assert_eq!(aleph["version"], r.version.as_str());

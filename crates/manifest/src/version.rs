@@ -59,6 +59,14 @@ impl UtcDateTime {
         })
     }
 
+    /// `YYYY-MM-DDThh:mm:ssZ` (RFC 3339, UTC).
+    pub fn rfc3339(&self) -> String {
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+
     pub fn year(&self) -> i32 {
         self.year
     }

@@ -8,6 +8,8 @@
 //! commit).
 //!
 //! Modules:
+//! - [`bootupd`]: the EFI payload moved out of /boot with bootupd's
+//!   metadata; nothing else under /boot lost silently.
 //! - [`policy`]: the RHEL-only input policy (repos and signing keys).
 //! - [`passwd`]: accounts split between /etc and /usr/lib, stable ids.
 //! - [`sandbox`]: running programs and scripts inside the tree (bubblewrap).
@@ -18,6 +20,7 @@
 //! - [`files`]: a manifest's add-files, remove-files, units, os-release edits,
 //!   and the repo/policy plumbing between manifests and dnf.
 
+pub mod bootupd;
 pub mod files;
 pub mod initramfs;
 pub mod inputs;

@@ -551,7 +551,8 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         systemd_udev(ing),
         boot_check(),
         dracut(ing),
-        grub("grub2-efi-x64", "/usr/lib/bootupd/updates/EFI/BOOT/BOOTX64.EFI", &ing.grub_efi),
+        shim_x64(ing),
+        grub2_efi_x64(ing),
         grub2_pc_modules(ing),
         grub2_pc(),
         openssh_server(),
@@ -1042,23 +1043,63 @@ fn boot_check() -> PkgSpec {
     p
 }
 
-fn grub(name: &str, path: &str, image: &[u8]) -> PkgSpec {
-    let mut p = pkg(name, GRUB_VERSION, GRUB_RELEASE);
-    p.epoch = 1;
-    let mut files = vec![FileSpec::file(path, image.to_vec(), 0o644)];
-    let mut dirs: Vec<String> = Vec::new();
-    for f in &files {
-        let mut parent = std::path::Path::new(&f.path).parent();
-        while let Some(d) = parent.filter(|d| d.as_os_str().len() > "/usr/lib".len()) {
-            let d = d.to_string_lossy().into_owned();
-            if !dirs.contains(&d) {
-                dirs.push(d);
-            }
-            parent = std::path::Path::new(dirs.last().unwrap()).parent();
+/// RHEL's shim-x64 (RHEL 8's file list): Debian's signed shim, fallback
+/// and MOK manager, on the ESP where RHEL's package puts them — the
+/// removable-media path `EFI/BOOT` (shim as `BOOTX64.EFI`, and `fbx64.efi`,
+/// which recreates the boot entry from `BOOTX64.CSV`) and the vendor
+/// directory `EFI/redhat`. compose moves them as bootupd does.
+fn shim_x64(ing: &Ingredients) -> PkgSpec {
+    let debian = ing
+        .debian
+        .take(&["shim-signed", "shim-helpers-amd64-signed"]);
+    let signed = |name: &str| -> Vec<u8> {
+        let path = format!("/usr/lib/shim/{name}.efi.signed");
+        match debian.iter().find(|f| f.path == path).map(|f| &f.kind) {
+            Some(FileKind::File(bytes)) => bytes.clone(),
+            _ => panic!("{path} is in neither shim-signed nor shim-helpers-amd64-signed"),
         }
-    }
-    files.extend(dirs.iter().map(|d| FileSpec::dir(d, 0o755)));
-    p.files(files)
+    };
+    let (shim, fallback, mok) = (signed("shimx64"), signed("fbx64"), signed("mmx64"));
+    // shim's own format: one UCS-2 line naming the loader and the label.
+    let csv: Vec<u8> = "shimx64.efi,Red Hat Enterprise Linux,,This is the boot entry for Red Hat Enterprise Linux\n"
+        .encode_utf16()
+        .flat_map(u16::to_le_bytes)
+        .collect();
+    let mut p = pkg("shim-x64", "15.4", "2.el8_1").files(vec![
+        FileSpec::dir("/boot/efi", 0o700),
+        FileSpec::dir("/boot/efi/EFI", 0o700),
+        FileSpec::dir("/boot/efi/EFI/BOOT", 0o700),
+        FileSpec::dir("/boot/efi/EFI/redhat", 0o700),
+        FileSpec::file("/boot/efi/EFI/BOOT/BOOTX64.EFI", shim.clone(), 0o700),
+        FileSpec::file("/boot/efi/EFI/BOOT/fbx64.efi", fallback, 0o700),
+        FileSpec::file("/boot/efi/EFI/redhat/shimx64.efi", shim.clone(), 0o700),
+        FileSpec::file("/boot/efi/EFI/redhat/shimx64-redhat.efi", shim, 0o700),
+        FileSpec::file("/boot/efi/EFI/redhat/mmx64.efi", mok, 0o700),
+        FileSpec::file("/boot/efi/EFI/redhat/BOOTX64.CSV", csv, 0o700),
+    ]);
+    p.summary = "First-stage UEFI bootloader (Debian's shim-signed)".into();
+    p
+}
+
+/// RHEL's grub2-efi-x64: `grubx64.efi` in the vendor directory, with
+/// RHEL's prefix `/EFI/redhat` (see `grub::GrubImages`), beside shim, which
+/// loads it; the BLS entries directory, as RHEL's package owns it.
+fn grub2_efi_x64(ing: &Ingredients) -> PkgSpec {
+    let mut p = pkg("grub2-efi-x64", GRUB_VERSION, GRUB_RELEASE)
+        .requires(&["shim-x64"])
+        .files(vec![
+            FileSpec::dir("/boot/efi/EFI/redhat", 0o700),
+            FileSpec::dir("/boot/efi/EFI/redhat/fonts", 0o700),
+            FileSpec::file(
+                "/boot/efi/EFI/redhat/grubx64.efi",
+                ing.grub_efi.clone(),
+                0o700,
+            ),
+            FileSpec::dir("/boot/loader", 0o700),
+            FileSpec::dir("/boot/loader/entries", 0o700),
+        ]);
+    p.epoch = 1;
+    p
 }
 
 const GRUB_VERSION: &str = "2.02";

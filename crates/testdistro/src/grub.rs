@@ -1,10 +1,10 @@
 //! The GRUB EFI image of the fixture's grub2-efi-x64 package.
 //!
-//! RHEL ships a prebuilt `grubx64.efi` with every module built in; the
-//! fixture builds its own with Debian's `grub-mkimage`, with an embedded
-//! configuration that finds the partition labelled `boot` and reads
-//! `/grub2/grub.cfg` there (CoreOS keeps its GRUB configuration on the boot
-//! partition). BIOS GRUB is Debian's i386-pc directory as it is
+//! RHEL ships a prebuilt `grubx64.efi` with every module built in and the
+//! prefix `/EFI/redhat`, so that it reads `EFI/redhat/grub.cfg` on the ESP
+//! it was loaded from (a stub the disk stage writes, which finds the boot
+//! partition). The fixture builds its own the same way with Debian's
+//! `grub-mkimage`. BIOS GRUB is Debian's i386-pc directory as it is
 //! (grub2-pc-modules); the disk stage assembles its core.img.
 
 use std::path::Path;
@@ -12,16 +12,12 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-/// The configuration embedded in both images.
-pub const EARLY_CONFIG: &str = "\
-search --no-floppy --label boot --set root
-set prefix=($root)/grub2
-configfile ($root)/grub2/grub.cfg
-";
+/// The prefix RHEL builds grubx64.efi with.
+const PREFIX: &str = "/EFI/redhat";
 
-/// Modules common to both platforms: partition tables, filesystems, the
-/// kernel loader, search by label, and what generated configs use.
-const COMMON_MODULES: &[&str] = &[
+/// Partition tables, filesystems, the kernel loader, search by label, and
+/// what generated configs use.
+const MODULES: &[&str] = &[
     "part_gpt",
     "part_msdos",
     "ext2",
@@ -59,9 +55,7 @@ pub struct GrubImages {
 impl GrubImages {
     pub fn build() -> Result<Self> {
         let dir = tempfile::tempdir().context("temporary directory for GRUB")?;
-        let config = dir.path().join("early.cfg");
-        std::fs::write(&config, EARLY_CONFIG)?;
-        let efi = mkimage(dir.path(), &config, "x86_64-efi", &["efi_gop", "efi_uga"])?;
+        let efi = mkimage(dir.path(), "x86_64-efi", &["efi_gop", "efi_uga"])?;
         let version = strata_process::stdout(Command::new("grub-mkimage").arg("--version"))?
             .trim()
             .to_string();
@@ -69,7 +63,7 @@ impl GrubImages {
     }
 }
 
-fn mkimage(dir: &Path, config: &Path, format: &str, extra: &[&str]) -> Result<Vec<u8>> {
+fn mkimage(dir: &Path, format: &str, extra: &[&str]) -> Result<Vec<u8>> {
     let moddir = Path::new("/usr/lib/grub").join(format);
     if !moddir.is_dir() {
         anyhow::bail!(
@@ -84,13 +78,11 @@ fn mkimage(dir: &Path, config: &Path, format: &str, extra: &[&str]) -> Result<Ve
             .arg(format)
             .arg("-d")
             .arg(&moddir)
-            .arg("-c")
-            .arg(config)
             .arg("-p")
-            .arg("/grub2")
+            .arg(PREFIX)
             .arg("-o")
             .arg(&out)
-            .args(COMMON_MODULES)
+            .args(MODULES)
             .args(extra),
     )?;
     std::fs::read(&out).with_context(|| format!("reading {}", out.display()))

@@ -42,7 +42,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use distro::{KERNEL_RELEASE, KERNEL_RELEASE_Z, SNAPSHOTS};
-pub use grub::EARLY_CONFIG as GRUB_EARLY_CONFIG;
 pub use keys::FixtureKey;
 
 /// Bumped by hand only when the layout changes in a way the source hash
