@@ -298,7 +298,8 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let mut os_release = files::COREOS_VARIANT.to_vec();
     os_release.push(("OSTREE_VERSION", &version));
     files::set_os_release(&root, &os_release)?;
-    let bootloader = bootupd::generate_update_metadata(&root, &bootupd::rpm_owners(&root))?;
+    let bootloader =
+        bootupd::generate_update_metadata(&root, &bootupd::rpm_owners(&root, "/var/lib/rpm"))?;
     tree::apply(&root)?;
     // Installed with the host's rpm (sqlite); stored as the target's rpm
     // reads it.

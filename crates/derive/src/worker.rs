@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use strata_dnf::job::InstallJob;
 use strata_rootfs::initramfs::{self, Generator};
-use strata_rootfs::{files, passwd, sandbox, tree};
+use strata_rootfs::{bootupd, files, passwd, sandbox, tree};
 
 /// How the parent starts a worker: a program and the arguments before the
 /// two file paths (`strata __derive-worker`, or the test binary).
@@ -343,6 +343,7 @@ fn install(job: &Job) -> Result<Installed> {
     }
     files::enable_units(root, &job.units)?;
     let initramfs = regenerate_initramfs(job)?;
+    bootupd::check_layer(root, &bootupd::rpm_owners(root, "/usr/share/rpm"))?;
     tree::apply_layered(root)?;
     strata_rpmdb::convert(&rpmdb, backend)
         .with_context(|| format!("writing the rpm database back as {}", backend.as_str()))?;

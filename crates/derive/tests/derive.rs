@@ -624,6 +624,29 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         "{e}"
     );
 
+    // A package that changes the EFI bootloader, which nodes take from the
+    // base only.
+    let mut efi = PkgSpec::new("strata-layered-efi", "1.0", "1.el8");
+    efi.files
+        .push(FileSpec::file("/boot/efi/EFI/redhat/extra.efi", "x", 0o700));
+    efi.build_time = 1_792_022_400;
+    let efi_repo = m.path().join("efi-repo");
+    Fixture::build_repo(&efi_repo, &[efi], strata_testdistro::Signing::Release).unwrap();
+    let layered = release_manifest(
+        m.path(),
+        &format!(
+            "repos:\n  - id: efi\n    baseurl: file://{0}\n    gpgkey: file://{1}\ninputs:\n  repos: [efi]\npackages: [strata-layered-efi]\n",
+            efi_repo.display(),
+            f.path("keys/RPM-GPG-KEY-strata-fixture-release").display()
+        ),
+    );
+    let e = err_of(std::slice::from_ref(&layered), &[]);
+    assert!(
+        e.contains("/boot/efi/EFI/redhat/extra.efi (package strata-layered-efi-1.0-1.el8.x86_64)")
+            && e.contains("cannot change the EFI bootloader"),
+        "{e}"
+    );
+
     // A missing override RPM.
     let e = err_of(&[demo("ocp-4.13.yaml")], &[m.path().join("missing.rpm")]);
     assert!(e.contains("missing.rpm"), "{e}");

@@ -118,6 +118,37 @@ pub fn generate_update_metadata(root: &Path, owners: Owners) -> Result<Payload> 
     Ok(payload)
 }
 
+/// The same rules for a release layer on a base whose payload compose
+/// already placed: the layer's packages may not change the EFI payload
+/// (nodes update the ESP from the base's [`UPDATES_DIR`] only, so a
+/// layered shim or GRUB would never reach it), and the rest of `/boot`
+/// follows [`generate_update_metadata`]'s rules.
+pub fn check_layer(root: &Path, owners: Owners) -> Result<()> {
+    let esp = root.join(ESP_EFI);
+    if esp.is_dir() && !esp.is_symlink() {
+        let files = regular_files(&esp, &format!("/{ESP_EFI}"))?;
+        if !files.is_empty() {
+            bail!(
+                "{}: a release layer cannot change the EFI bootloader (nodes install it from the base's /{UPDATES_DIR}); update shim-x64 or grub2-efi-x64 in the base",
+                with_owners(&files, owners)?.join(", ")
+            );
+        }
+    }
+    check_boot(root, owners)
+}
+
+/// `path (package NEVRA)` for each of `paths`.
+fn with_owners(paths: &[String], owners: Owners) -> Result<Vec<String>> {
+    Ok(paths
+        .iter()
+        .zip(owners(paths)?)
+        .map(|(path, o)| match o {
+            Some(o) => format!("{path} (package {})", o.nevra),
+            None => format!("{path} (no package)"),
+        })
+        .collect())
+}
+
 /// Files under `/boot` whose content the commit keeps elsewhere, or which
 /// the disk stage writes itself; anything else is an error naming the
 /// file and its package.
@@ -135,15 +166,7 @@ fn check_boot(root: &Path, owners: Owners) -> Result<()> {
     if unknown.is_empty() {
         return Ok(());
     }
-    let found = owners(&unknown)?;
-    let named: Vec<String> = unknown
-        .iter()
-        .zip(found)
-        .map(|(path, o)| match o {
-            Some(o) => format!("{path} (package {})", o.nevra),
-            None => format!("{path} (no package)"),
-        })
-        .collect();
+    let named = with_owners(&unknown, owners)?;
     bail!(
         "{} under /boot, which an ostree commit does not carry and strata does not know where to place: {} (the kernel belongs in /usr/lib/modules/<kver>, the EFI payload in /boot/efi/EFI)",
         if named.len() == 1 { "a file" } else { "files" },
@@ -231,9 +254,13 @@ fn walk(dir: &Path, shown: &str, f: &mut dyn FnMut(&str, bool)) -> Result<()> {
 }
 
 /// The owners of files of the tree at `root` by its rpm database in
-/// `/var/lib/rpm` (as installed, before the tree's conventions move it),
-/// read with the host's rpm inside the tree (root, like the install).
-pub fn rpm_owners(root: &Path) -> impl Fn(&[String]) -> Result<Vec<Option<Owner>>> + '_ {
+/// `dbpath` (inside the tree; `/var/lib/rpm` as compose installs, before
+/// the tree's conventions move it), read with the host's rpm inside the
+/// tree (root, like the install).
+pub fn rpm_owners<'a>(
+    root: &'a Path,
+    dbpath: &'a str,
+) -> impl Fn(&[String]) -> Result<Vec<Option<Owner>>> + 'a {
     move |paths| {
         paths
             .iter()
@@ -241,7 +268,7 @@ pub fn rpm_owners(root: &Path) -> impl Fn(&[String]) -> Result<Vec<Option<Owner>
                 let out = std::process::Command::new("rpm")
                     .arg("--root")
                     .arg(root)
-                    .args(["--dbpath", "/var/lib/rpm", "-qf", "--queryformat"])
+                    .args(["--dbpath", dbpath, "-qf", "--queryformat"])
                     .arg("owner\t%{NEVRA}\t%{NAME}\t%{EVR}\t%{BUILDTIME}\n")
                     .arg("--")
                     .arg(path)
@@ -359,6 +386,22 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("/boot/efi/stray.txt"), "{msg}");
+    }
+
+    #[test]
+    fn a_layer_may_not_change_the_efi_payload() {
+        let d = tempfile::tempdir().unwrap();
+        put(d.path(), "usr/lib/bootupd/updates/EFI/redhat/grubx64.efi");
+        put(d.path(), "boot/vmlinuz-4.18.0-372.el8.x86_64");
+        check_layer(d.path(), &fixture_owners).unwrap();
+        put(d.path(), "boot/efi/EFI/redhat/shimx64.efi");
+        let err = check_layer(d.path(), &fixture_owners).unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("/boot/efi/EFI/redhat/shimx64.efi (package shim-x64-15.4-2.el8_1.x86_64)"),
+            "{msg}"
+        );
+        assert!(msg.contains("cannot change the EFI bootloader"), "{msg}");
     }
 
     #[test]

@@ -89,8 +89,8 @@ pub const LAYER_VAR_TMPFILES: &str = "usr/lib/tmpfiles.d/strata-var-layer.conf";
 
 /// The conventions for packages installed on top of a base tree that
 /// already follows them (derive): what the new packages put under `/var`
-/// becomes tmpfiles.d lines in [`LAYER_VAR_TMPFILES`], `/var`, `/tmp` and
-/// `/run` are emptied again, and rpm's `%config` left-overs under
+/// becomes tmpfiles.d lines in [`LAYER_VAR_TMPFILES`], `/var`, `/tmp`,
+/// `/run` and `/boot` are emptied again, and rpm's `%config` left-overs under
 /// `/usr/etc` go. The rest (rpmdb location, top-level symlinks, `/etc` in
 /// `/usr/etc`) the base already has.
 pub fn apply_layered(root: &Path) -> Result<()> {
@@ -116,7 +116,10 @@ pub fn apply_layered(root: &Path) -> Result<()> {
         }
         write_file(&root.join(LAYER_VAR_TMPFILES), text.as_bytes(), 0o644)?;
     }
-    for dir in ["var", "tmp", "run"] {
+    // /boot: what a layer's packages put there (the kernel's copies, BLS
+    // entries; bootupd::check_layer refused the rest) the commit keeps
+    // elsewhere or never needs.
+    for dir in ["var", "tmp", "run", "boot"] {
         if root.join(dir).is_dir() && !root.join(dir).is_symlink() {
             empty_dir(&root.join(dir))?;
         }
