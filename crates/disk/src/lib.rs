@@ -276,6 +276,8 @@ fn build_in(
         )?;
     }
     let (boot_img, core_img) = bios_grub(&deployment, &boot)?;
+    let bios = platforms.iter().any(|p| p.sector_size == 512);
+    let reads_bls = grub_reads_bls(&deployment, &esp.join("EFI"), bios)?;
     let pretty = pretty_name(&deployment);
 
     write(
@@ -299,7 +301,7 @@ fn build_in(
             let t = std::time::Instant::now();
             let boot_p = stage.join(format!("boot-{}", p.name));
             fs::copy_tree(&boot, &boot_p)?;
-            platform_boot(&boot_p, p, id, &pretty)?;
+            platform_boot(&boot_p, p, id, &pretty, reads_bls)?;
             let raw = stage.join(format!("{}.raw", p.name));
             let lay = layout::plan(
                 p.sector_size,
@@ -489,7 +491,43 @@ fn pretty_json(v: &serde_json::Value) -> Result<Vec<u8>> {
 
 /// The boot filesystem of one platform: its kernel arguments and the OCP
 /// version in the BLS entries, and grub.cfg generated from them.
-fn platform_boot(boot: &Path, p: &Platform, id: &Identity, pretty: &str) -> Result<()> {
+/// Whether every GRUB the disks boot reads the BLS entries itself
+/// (`blscfg`): the EFI payload's GRUB image, and BIOS GRUB's modules when
+/// a disk boots with BIOS.
+fn grub_reads_bls(deployment: &Path, esp_efi: &Path, bios: bool) -> Result<bool> {
+    let mut efi = false;
+    let mut stack = vec![esp_efi.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+            let e = e?;
+            let path = e.path();
+            if e.file_type()?.is_dir() {
+                stack.push(path);
+            } else if path
+                .extension()
+                .is_some_and(|x| x.eq_ignore_ascii_case("efi"))
+            {
+                efi |= bootloader::efi_image_has_blscfg(&std::fs::read(&path)?);
+            }
+        }
+    }
+    if !efi || !bios {
+        return Ok(efi);
+    }
+    let commands = fs::read_in_root(deployment, &format!("{}/command.lst", grub_pc::MODULE_DIR))
+        .unwrap_or_default();
+    Ok(bootloader::command_lst_has_blscfg(
+        &String::from_utf8_lossy(&commands),
+    ))
+}
+
+fn platform_boot(
+    boot: &Path,
+    p: &Platform,
+    id: &Identity,
+    pretty: &str,
+    reads_bls: bool,
+) -> Result<()> {
     let dir = boot.join("loader/entries");
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .with_context(|| format!("reading {}", dir.display()))?
@@ -513,9 +551,17 @@ fn platform_boot(boot: &Path, p: &Platform, id: &Identity, pretty: &str) -> Resu
         write(path, e.render().as_bytes())?;
         entries.push(e);
     }
+    let menu = if reads_bls {
+        bootloader::Menu::Bls
+    } else {
+        tracing::warn!(
+            "the image's GRUB has no blscfg: the boot menu lists this disk's deployment only, and updates a node deploys will not appear in it"
+        );
+        bootloader::Menu::Entries(&entries)
+    };
     write(
         &boot.join("grub2/grub.cfg"),
-        bootloader::grub_cfg(p.grub_commands, &entries)?.as_bytes(),
+        bootloader::grub_cfg(p.grub_commands, menu)?.as_bytes(),
     )
 }
 

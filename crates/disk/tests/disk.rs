@@ -250,17 +250,11 @@ fn layout_filesystems_and_metadata() {
     assert_eq!(r.version, OCP_VERSION);
     assert_eq!(r.openshift_version.as_deref(), Some("4.13"));
     assert_eq!(r.stream, "ocp-4.13");
+    // The image's GRUB (2.14, like RHEL's) reads the BLS entries itself:
+    // the menu is whatever ostree last wrote, never a fixed list.
     let grub = debugfs(&boot, "cat /grub2/grub.cfg");
-    assert!(
-        grub.contains(&format!(
-            "menuentry 'Red Hat Enterprise Linux CoreOS {OCP_VERSION} (OpenShift 4.13) (ostree:0)'"
-        )),
-        "{grub}"
-    );
-    assert!(
-        grub.contains("ignition.platform.id=metal console=tty0 console=ttyS0,115200n8\n"),
-        "{grub}"
-    );
+    assert!(grub.ends_with("blscfg\n"), "{grub}");
+    assert!(!grub.contains("menuentry"), "{grub}");
     let entries = debugfs(&boot, "ls -p /loader.1/entries");
     assert!(entries.contains("ostree-1-rhcos.conf"), "{entries}");
     let entry = debugfs(&boot, "cat /loader.1/entries/ostree-1-rhcos.conf");
@@ -271,6 +265,10 @@ fn layout_filesystems_and_metadata() {
         "{entry}"
     );
     assert!(entry.contains(" rw $ignition_firstboot "), "{entry}");
+    assert!(
+        entry.contains("ignition.platform.id=metal console=tty0 console=ttyS0,115200n8\n"),
+        "{entry}"
+    );
     let platforms: serde_json::Value =
         serde_json::from_str(&debugfs(&boot, "cat /coreos/platforms.json")).unwrap();
     assert_eq!(platforms["metal"]["version"], r.version.as_str());

@@ -72,7 +72,13 @@ pub struct DebCache {
 }
 
 impl DebCache {
+    /// Every package of `debian/packages` in `dir`.
     pub fn find(dir: &Path) -> Result<Self> {
+        Self::find_named(dir, &names().collect::<Vec<_>>())
+    }
+
+    /// Each of `wanted` in `dir`.
+    pub fn find_named(dir: &Path, wanted: &[&str]) -> Result<Self> {
         let mut all: Vec<PathBuf> = std::fs::read_dir(dir)
             .with_context(|| {
                 format!(
@@ -86,7 +92,7 @@ impl DebCache {
         all.sort();
         let mut debs = BTreeMap::new();
         let mut missing = Vec::new();
-        for name in names() {
+        for &name in wanted {
             let prefix = format!("{name}_");
             // The newest one when a refresh left several (names sort by version
             // closely enough for Debian's stable updates).

@@ -42,6 +42,8 @@ pub struct Ingredients {
     /// The z-stream kernel's files (same binaries, new `<kver>`).
     pub kernel_z: KernelFiles,
     pub grub_efi: Vec<u8>,
+    /// GRUB's i386-pc directory (Debian's grub-pc-bin), at RHEL's paths.
+    pub grub_pc_files: Vec<FileSpec>,
     pub release_key_asc: String,
     pub scale: usize,
 }
@@ -1107,24 +1109,25 @@ const GRUB_RELEASE: &str = "123.el8_6";
 
 /// RHEL's grub2-pc-modules: GRUB's i386-pc directory (kernel.img, the
 /// decompressor, boot.img, the modules, moddep.lst), noarch, from Debian's
-/// grub-pc-bin. No core.img: the installer (here: `strata disk`) makes it.
-/// Debian's two programs in the directory are grub2-tools' on RHEL.
+/// grub-pc-bin 2.14 (see `grub`). No core.img: the installer (here:
+/// `strata disk`) makes it. Debian's two programs in the directory are
+/// grub2-tools' on RHEL.
 fn grub2_pc_modules(ing: &Ingredients) -> PkgSpec {
     let files: Vec<FileSpec> = ing
-        .debian
-        .take(&["grub-pc-bin"])
-        .into_iter()
+        .grub_pc_files
+        .iter()
         .filter(|f| {
             f.path.starts_with("/usr/lib/grub")
                 && !f.path.ends_with("/grub-bios-setup")
                 && !f.path.ends_with("/grub-ntldr-img")
         })
+        .cloned()
         .collect();
     let mut p = pkg("grub2-pc-modules", GRUB_VERSION, GRUB_RELEASE)
         .noarch()
         .files(files);
     p.epoch = 1;
-    p.summary = "GRUB's BIOS modules (Debian's grub-pc-bin)".into();
+    p.summary = "GRUB's BIOS modules (Debian's grub-pc-bin 2.14)".into();
     p
 }
 

@@ -1,16 +1,37 @@
-//! The GRUB EFI image of the fixture's grub2-efi-x64 package.
+//! The fixture's GRUB: Debian's GRUB 2.14, the first Debian GRUB with
+//! `blscfg` (as RHEL's GRUB has), from Debian unstable, cached by
+//! `ci/install-deps` (`STRATA_GRUB_CACHE`, `/var/cache/strata/grub`).
 //!
 //! RHEL ships a prebuilt `grubx64.efi` with every module built in and the
 //! prefix `/EFI/redhat`, so that it reads `EFI/redhat/grub.cfg` on the ESP
 //! it was loaded from (a stub the disk stage writes, which finds the boot
-//! partition). The fixture builds its own the same way with Debian's
-//! `grub-mkimage`. BIOS GRUB is Debian's i386-pc directory as it is
-//! (grub2-pc-modules); the disk stage assembles its core.img.
+//! partition). The fixture builds its own the same way with GRUB 2.14's
+//! `grub-mkimage`, which needs unstable's glibc: it runs with unstable's
+//! loader and libraries from the unpacked cache, never installed. BIOS GRUB
+//! is 2.14's i386-pc directory as it is (grub2-pc-modules); the disk stage
+//! assembles its core.img.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result};
+
+use crate::debian::{self, DebCache};
+use crate::spec::FileSpec;
+
+/// Where `ci/install-deps` puts GRUB 2.14 and what its tools run with.
+pub const DEFAULT_GRUB_CACHE: &str = "/var/cache/strata/grub";
+
+/// The packages of the GRUB cache: the tools, both platforms' modules, and
+/// the libraries unstable's grub-mkimage needs beyond Debian 12's.
+const DEBS: &[&str] = &[
+    "grub2-common",
+    "grub-efi-amd64-bin",
+    "grub-pc-bin",
+    "libc6",
+    "libdevmapper1.02.1",
+];
 
 /// The prefix RHEL builds grubx64.efi with.
 const PREFIX: &str = "/EFI/redhat";
@@ -43,37 +64,58 @@ const MODULES: &[&str] = &[
     "true",
     "sleep",
     "regexp",
+    "blsuki",
 ];
 
-/// The EFI image (`BOOTX64.EFI`).
+/// The fixture's GRUB, made from the cache.
 pub struct GrubImages {
+    /// `grubx64.efi`.
     pub efi: Vec<u8>,
-    /// `grub-mkimage --version`, part of the fixture's cache key.
-    pub version: String,
+    /// Debian's grub-pc-bin, at RHEL's paths (the i386-pc directory).
+    pub pc_files: Vec<FileSpec>,
+    /// Debian package -> version of the cache, part of the fixture's cache
+    /// key and recorded in fixture.json.
+    pub versions: BTreeMap<String, String>,
 }
 
 impl GrubImages {
-    pub fn build() -> Result<Self> {
+    pub fn build(cache: &Path) -> Result<Self> {
+        let debs = DebCache::find_named(cache, DEBS)?;
         let dir = tempfile::tempdir().context("temporary directory for GRUB")?;
-        let efi = mkimage(dir.path(), "x86_64-efi", &["efi_gop", "efi_uga"])?;
-        let version = strata_process::stdout(Command::new("grub-mkimage").arg("--version"))?
-            .trim()
-            .to_string();
-        Ok(Self { efi, version })
+        let root = dir.path().join("root");
+        for path in debs.debs.values() {
+            strata_process::run(Command::new("dpkg-deb").arg("-x").arg(path).arg(&root))?;
+        }
+        let efi = mkimage(dir.path(), &root, "x86_64-efi", &["efi_gop"])?;
+        let pc = DebCache {
+            debs: debs
+                .debs
+                .iter()
+                .filter(|(name, _)| *name == "grub-pc-bin")
+                .map(|(n, p)| (n.clone(), p.clone()))
+                .collect(),
+        };
+        let pc_files = debian::Debian::unpack(&pc)?.take(&["grub-pc-bin"]);
+        Ok(Self {
+            efi,
+            pc_files,
+            versions: debs.versions(),
+        })
     }
 }
 
-fn mkimage(dir: &Path, format: &str, extra: &[&str]) -> Result<Vec<u8>> {
-    let moddir = Path::new("/usr/lib/grub").join(format);
-    if !moddir.is_dir() {
-        anyhow::bail!(
-            "{} missing: install the Debian package grub-efi-amd64-bin",
-            moddir.display()
-        );
-    }
+/// `grub-mkimage` of the unpacked cache at `root`, run with its own loader
+/// and libraries (the rest, e.g. libselinux, the machine's).
+fn mkimage(dir: &Path, root: &Path, format: &str, extra: &[&str]) -> Result<Vec<u8>> {
+    let libs: PathBuf = root.join("usr/lib/x86_64-linux-gnu");
+    let loader = libs.join("ld-linux-x86-64.so.2");
+    let moddir = root.join("usr/lib/grub").join(format);
     let out = dir.join(format!("{format}.img"));
     strata_process::run(
-        Command::new("grub-mkimage")
+        Command::new(&loader)
+            .arg("--library-path")
+            .arg(&libs)
+            .arg(root.join("usr/bin/grub-mkimage"))
             .arg("-O")
             .arg(format)
             .arg("-d")
@@ -84,6 +126,7 @@ fn mkimage(dir: &Path, format: &str, extra: &[&str]) -> Result<Vec<u8>> {
             .arg(&out)
             .args(MODULES)
             .args(extra),
-    )?;
+    )
+    .context("running GRUB 2.14's grub-mkimage from the GRUB cache")?;
     std::fs::read(&out).with_context(|| format!("reading {}", out.display()))
 }

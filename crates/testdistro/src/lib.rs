@@ -79,6 +79,8 @@ pub struct Options {
     pub kernel_cache: PathBuf,
     /// Where `ci/install-deps` put the Debian packages of `debian/packages`.
     pub deb_cache: PathBuf,
+    /// Where `ci/install-deps` put GRUB 2.14 (see `grub`).
+    pub grub_cache: PathBuf,
 }
 
 impl Default for Options {
@@ -91,6 +93,9 @@ impl Default for Options {
             deb_cache: std::env::var_os("STRATA_DEB_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| debian::DEFAULT_DEB_CACHE.into()),
+            grub_cache: std::env::var_os("STRATA_GRUB_CACHE")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| grub::DEFAULT_GRUB_CACHE.into()),
         }
     }
 }
@@ -118,6 +123,10 @@ pub struct FixtureInfo {
     /// Debian package -> version, of every package whose programs the
     /// fixture carries (`debian/packages`).
     pub debian: BTreeMap<String, String>,
+    /// Debian package -> version, of the GRUB cache (Debian unstable's
+    /// GRUB 2.14 and what its tools ran with).
+    #[serde(default)]
+    pub grub: BTreeMap<String, String>,
     /// The kernel binary's own release (`uname -r`).
     pub kernel_uname: String,
     /// `/usr/lib/modules/<kver>` of each snapshot, oldest first.
@@ -162,8 +171,8 @@ impl Fixture {
         let deb = kernel::find_deb(&opts.kernel_cache)?;
         let debs = debian::DebCache::find(&opts.deb_cache)?;
         let compiler = native::compiler_version()?;
-        let grub = grub::GrubImages::build()?;
-        let key = cache_key(&deb, &debs, &compiler, &grub.version, opts.scale)?;
+        let grub = grub::GrubImages::build(&opts.grub_cache)?;
+        let key = cache_key(&deb, &debs, &compiler, &grub.versions, opts.scale)?;
 
         let parent = out
             .parent()
@@ -310,7 +319,7 @@ fn cache_key(
     deb: &Path,
     debs: &debian::DebCache,
     compiler: &str,
-    grub_version: &str,
+    grub_versions: &BTreeMap<String, String>,
     scale: usize,
 ) -> Result<String> {
     let mut h = Sha256::new();
@@ -329,7 +338,10 @@ fn cache_key(
         h.update(meta.len().to_le_bytes());
     }
     h.update(compiler.as_bytes());
-    h.update(grub_version.as_bytes());
+    for (name, version) in grub_versions {
+        h.update(name.as_bytes());
+        h.update(version.as_bytes());
+    }
     h.update(scale.to_le_bytes());
     Ok(hex::encode(h.finalize()))
 }
@@ -351,6 +363,7 @@ fn build(
     // build, so its z-stream update is that build again under the same
     // kver, rebuilt (its image changes, see distro.rs).
     let kvers = vec![kernel.uname.clone(), kernel.uname.clone()];
+    let grub_versions = grub.versions.clone();
     let ingredients = distro::Ingredients {
         debian: debian::Debian::unpack(debs)?,
         nss_altfiles: native::nss_altfiles()?,
@@ -371,6 +384,7 @@ fn build(
             z
         },
         grub_efi: grub.efi,
+        grub_pc_files: grub.pc_files,
         release_key_asc: release_key.public_asc.clone(),
         scale,
     };
@@ -446,6 +460,7 @@ fn build(
         release_key: key_info(&release_key, RELEASE_KEY_FILE),
         epel_key: key_info(&epel_key, EPEL_KEY_FILE),
         debian: debs.versions(),
+        grub: grub_versions,
         kernel_uname: kernel.uname.clone(),
         kernel_kvers: kvers,
         snapshots: SNAPSHOTS.iter().map(|s| s.to_string()).collect(),
