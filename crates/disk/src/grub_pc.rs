@@ -276,15 +276,8 @@ fn flatten_kernel(elf: &[u8]) -> Result<Vec<u8>> {
 /// (lc 3, lp 0, pb 2); it decodes exactly the uncompressed size it is told,
 /// so the end marker liblzma writes is never read.
 fn lzma1(data: &[u8]) -> Result<Vec<u8>> {
-    use liblzma::stream::{Action, Filters, LzmaOptions, Status, Stream};
-    let mut opts = LzmaOptions::new_preset(6)?;
-    opts.dict_size(1 << 16)
-        .literal_context_bits(3)
-        .literal_position_bits(0)
-        .position_bits(2);
-    let mut filters = Filters::new();
-    filters.lzma1(&opts);
-    let mut stream = Stream::new_raw_encoder(&filters)?;
+    use liblzma::stream::{Action, Status, Stream};
+    let mut stream = Stream::new_raw_encoder(&lzma1_filters()?)?;
     let mut out = Vec::with_capacity(data.len() / 2 + 4096);
     loop {
         let consumed = usize::try_from(stream.total_in())?;
@@ -293,6 +286,20 @@ fn lzma1(data: &[u8]) -> Result<Vec<u8>> {
         }
         out.reserve(out.capacity().max(4096));
     }
+}
+
+/// The raw LZMA1 filter GRUB's decompressor reads: lc 3, lp 0, pb 2 (its
+/// window is the output buffer, so the dictionary size is free; GRUB's own
+/// tool uses 64 KiB).
+pub fn lzma1_filters() -> Result<liblzma::stream::Filters> {
+    let mut opts = liblzma::stream::LzmaOptions::new_preset(6)?;
+    opts.dict_size(1 << 16)
+        .literal_context_bits(3)
+        .literal_position_bits(0)
+        .position_bits(2);
+    let mut filters = liblzma::stream::Filters::new();
+    filters.lzma1(&opts);
+    Ok(filters)
 }
 
 fn len_u32(n: usize) -> Result<u32> {

@@ -19,15 +19,8 @@ fn u32_at(b: &[u8], at: usize) -> usize {
 
 /// The first `len` bytes a raw LZMA1 stream (lc 3, lp 0, pb 2) decodes to.
 fn unlzma(data: &[u8], len: usize) -> Vec<u8> {
-    use liblzma::stream::{Action, Filters, LzmaOptions, Stream};
-    let mut opts = LzmaOptions::new_preset(6).unwrap();
-    opts.dict_size(1 << 16)
-        .literal_context_bits(3)
-        .literal_position_bits(0)
-        .position_bits(2);
-    let mut filters = Filters::new();
-    filters.lzma1(&opts);
-    let mut s = Stream::new_raw_decoder(&filters).unwrap();
+    use liblzma::stream::{Action, Stream};
+    let mut s = Stream::new_raw_decoder(&strata_disk::grub_pc::lzma1_filters().unwrap()).unwrap();
     let mut out = Vec::with_capacity(len + 4096);
     // GRUB's stream has no end marker: decode until the size is reached.
     while out.len() < len {
