@@ -275,9 +275,19 @@ fn build_in(
             bootloader::ESP_STUB.as_bytes(),
         )?;
     }
-    let (boot_img, core_img) = bios_grub(&deployment, &boot)?;
+    // BIOS boots only 512-byte-sector disks.
     let bios = platforms.iter().any(|p| p.sector_size == 512);
+    let (boot_img, core_img) = if bios {
+        bios_grub(&deployment, &boot)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let reads_bls = grub_reads_bls(&deployment, &esp.join("EFI"), bios)?;
+    if !reads_bls {
+        tracing::warn!(
+            "the image's GRUB has no blscfg: the boot menu lists this disk's deployment only, and updates a node deploys will not appear in it"
+        );
+    }
     let pretty = pretty_name(&deployment);
 
     write(
@@ -489,8 +499,6 @@ fn pretty_json(v: &serde_json::Value) -> Result<Vec<u8>> {
     Ok(b)
 }
 
-/// The boot filesystem of one platform: its kernel arguments and the OCP
-/// version in the BLS entries, and grub.cfg generated from them.
 /// Whether every GRUB the disks boot reads the BLS entries itself
 /// (`blscfg`): the EFI payload's GRUB image, and BIOS GRUB's modules when
 /// a disk boots with BIOS.
@@ -521,6 +529,9 @@ fn grub_reads_bls(deployment: &Path, esp_efi: &Path, bios: bool) -> Result<bool>
     ))
 }
 
+/// The boot filesystem of one platform: its kernel arguments and the OCP
+/// version in the BLS entries, and grub.cfg (reading the entries at boot
+/// when `reads_bls`, else listing them).
 fn platform_boot(
     boot: &Path,
     p: &Platform,
@@ -554,9 +565,6 @@ fn platform_boot(
     let menu = if reads_bls {
         bootloader::Menu::Bls
     } else {
-        tracing::warn!(
-            "the image's GRUB has no blscfg: the boot menu lists this disk's deployment only, and updates a node deploys will not appear in it"
-        );
         bootloader::Menu::Entries(&entries)
     };
     write(
