@@ -272,7 +272,7 @@ fn build_in(
     if let Some(vendor) = bootloader::vendor_dir(&names) {
         write(
             &esp.join("EFI").join(vendor).join("grub.cfg"),
-            bootloader::ESP_STUB.as_bytes(),
+            bootloader::esp_stub().as_bytes(),
         )?;
     }
     // BIOS boots only 512-byte-sector disks.
@@ -509,11 +509,15 @@ fn grub_reads_bls(deployment: &Path, esp_efi: &Path, bios: bool) -> Result<bool>
         for e in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
             let e = e?;
             let path = e.path();
-            if e.file_type()?.is_dir() {
+            let kind = e.file_type()?;
+            if kind.is_dir() {
                 stack.push(path);
-            } else if path
-                .extension()
-                .is_some_and(|x| x.eq_ignore_ascii_case("efi"))
+            // Regular files only: a link in the image's payload may point
+            // anywhere on this machine (a device that never ends, say).
+            } else if kind.is_file()
+                && path
+                    .extension()
+                    .is_some_and(|x| x.eq_ignore_ascii_case("efi"))
             {
                 efi |= bootloader::efi_image_has_blscfg(&std::fs::read(&path)?);
             }

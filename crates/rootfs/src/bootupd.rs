@@ -158,8 +158,8 @@ fn check_boot(root: &Path, owners: Owners) -> Result<()> {
         return Ok(());
     }
     let mut unknown = Vec::new();
-    walk(&boot, "/boot", &mut |path, is_dir| {
-        if !known_boot_path(path, is_dir) {
+    walk(&boot, "/boot", &mut |path, kind| {
+        if !known_boot_path(path, kind.is_dir()) {
             unknown.push(path.to_string());
         }
     })?;
@@ -216,37 +216,32 @@ fn owned(files: &[String], owners: Owners) -> Result<Vec<Owner>> {
 fn regular_files(dir: &Path, shown: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();
     let mut bad = None;
-    walk(dir, shown, &mut |path, is_dir| {
-        if !is_dir {
+    walk(dir, shown, &mut |path, kind| {
+        if kind.is_file() {
             out.push(path.to_string());
+        } else if !kind.is_dir() {
+            bad.get_or_insert_with(|| path.to_string());
         }
     })?;
-    for f in &out {
-        let p = dir.join(f.strip_prefix(shown).unwrap_or(f).trim_start_matches('/'));
-        if !p.symlink_metadata()?.is_file() {
-            bad = Some(f.clone());
-        }
-    }
     if let Some(f) = bad {
         bail!("{f}: the EFI payload holds only regular files and directories");
     }
-    out.sort();
     Ok(out)
 }
 
-/// Calls `f(path, is_dir)` for everything below `dir`, parents first.
-fn walk(dir: &Path, shown: &str, f: &mut dyn FnMut(&str, bool)) -> Result<()> {
-    let mut entries: Vec<(PathBuf, String)> = Vec::new();
+/// Calls `f(path, type)` for everything below `dir` (links not followed),
+/// parents first, in name order.
+fn walk(dir: &Path, shown: &str, f: &mut dyn FnMut(&str, fs::FileType)) -> Result<()> {
+    let mut entries: Vec<(PathBuf, String, fs::FileType)> = Vec::new();
     for e in fs::read_dir(dir).with_context(|| format!("reading {shown}"))? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
-        entries.push((e.path(), format!("{shown}/{name}")));
+        entries.push((e.path(), format!("{shown}/{name}"), e.file_type()?));
     }
-    entries.sort();
-    for (path, shown) in entries {
-        let is_dir = path.symlink_metadata()?.is_dir();
-        f(&shown, is_dir);
-        if is_dir {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    for (path, shown, kind) in entries {
+        f(&shown, kind);
+        if kind.is_dir() {
             walk(&path, &shown, f)?;
         }
     }
