@@ -154,3 +154,81 @@ mod tests {
         );
     }
 }
+
+/// What to do to a node's disk.
+#[derive(Debug, clap::Subcommand, PartialEq, Eq)]
+pub enum NodeCommand {
+    /// Deploy an image into a raw disk image as the node would on update
+    /// (the image becomes the default, the current deployment the rollback).
+    Update(NodeUpdateArgs),
+    /// Make the rollback deployment of a raw disk image the default.
+    Rollback(NodeRollbackArgs),
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct NodeArgs {
+    #[command(subcommand)]
+    pub command: NodeCommand,
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct NodeUpdateArgs {
+    /// Working directory holding (or receiving) the image.
+    #[arg(long, default_value = "strata-work")]
+    pub workdir: PathBuf,
+    /// The image: a tag in the workdir, oci:DIR:TAG or docker://HOST/NAME:TAG.
+    #[arg(long)]
+    pub image: String,
+    /// A raw disk image made by `strata disk` (metal), changed in place:
+    /// the guest must not be running.
+    pub disk: PathBuf,
+    /// For a docker:// image.
+    #[command(flatten)]
+    pub registry: crate::transport::RegistryArgs,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct NodeRollbackArgs {
+    /// A raw disk image made by `strata disk`, changed in place.
+    pub disk: PathBuf,
+    /// Print one JSON object with the result on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub(crate) fn node(args: NodeArgs) -> Result<ExitCode> {
+    let (state, json) = match args.command {
+        NodeCommand::Update(a) => (
+            strata_disk::node::update(
+                &a.workdir,
+                &a.image,
+                &a.disk,
+                &a.registry.transport(),
+                worker()?,
+            )?,
+            a.json,
+        ),
+        NodeCommand::Rollback(a) => (strata_disk::node::rollback(&a.disk, worker()?)?, a.json),
+    };
+    if json {
+        println!("{}", serde_json::to_string(&state)?);
+    } else {
+        for (i, d) in state.deployments.iter().enumerate() {
+            let role = match i {
+                0 => "default ",
+                1 => "rollback",
+                _ => "        ",
+            };
+            println!(
+                "{role} {} {} ({})",
+                d.version.as_deref().unwrap_or("-"),
+                d.title,
+                d.commit
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -26,7 +26,7 @@ pub use build::BuildArgs;
 pub use compose::ComposeArgs;
 pub use demo::{DemoArgs, FixtureArgs};
 pub use derive::{DeriveArgs, DeriveWorkerArgs};
-pub use disk::{DiskArgs, DiskWorkerArgs};
+pub use disk::{DiskArgs, DiskWorkerArgs, NodeArgs, NodeCommand, NodeRollbackArgs, NodeUpdateArgs};
 pub use image::{DiffArgs, ImageOptions, InspectArgs, PushArgs};
 pub use transport::RegistryArgs;
 
@@ -52,6 +52,8 @@ pub enum Command {
     Build(BuildArgs),
     /// Build bootable disk images (qcow2, raw, 4K raw) of an image.
     Disk(DiskArgs),
+    /// Update or roll back a node's disk image offline, as the node would.
+    Node(NodeArgs),
     /// Show an image: labels, version, layers with sizes and components, packages.
     Inspect(InspectArgs),
     /// Compare two images: packages added, removed, changed; layers shared; download size.
@@ -145,6 +147,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
         Command::Build(args) => build::run(args),
         Command::Disk(args) => disk::run(args),
         Command::DiskWorker(args) => Ok(disk::worker_main(args)),
+        Command::Node(args) => disk::node(args),
         Command::Inspect(args) => image::inspect(args),
         Command::Diff(args) => image::diff(args),
         Command::Push(args) => image::push(args),

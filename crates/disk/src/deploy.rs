@@ -46,7 +46,7 @@ pub struct Deployed {
 /// Copies the objects of `commit` from the repository at `from` into
 /// `into`: a local pull, which libostree runs as `ostree pull-local` does
 /// (objects imported with trust, in parallel).
-fn copy_commit(from: &Path, into: &ostree::Repo, commit: &str) -> Result<()> {
+pub(crate) fn copy_commit(from: &Path, into: &ostree::Repo, commit: &str) -> Result<()> {
     let url = format!("file://{}", from.display());
     into.pull(
         &url,
@@ -60,7 +60,7 @@ fn copy_commit(from: &Path, into: &ostree::Repo, commit: &str) -> Result<()> {
 
 /// True when this process runs in the initial user namespace (as the host's
 /// real users), where a deployment could freeze a host filesystem.
-fn in_initial_user_namespace() -> Result<bool> {
+pub(crate) fn in_initial_user_namespace() -> Result<bool> {
     let map =
         std::fs::read_to_string("/proc/self/uid_map").context("reading /proc/self/uid_map")?;
     Ok(map.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])

@@ -28,6 +28,7 @@ pub mod fs;
 pub mod grub_pc;
 pub mod layout;
 pub mod meta;
+pub mod node;
 pub mod platform;
 pub mod userns;
 

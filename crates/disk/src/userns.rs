@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::deploy::{DeployJob, Deployed};
 use crate::fs::Ext4;
+use crate::node::{NodeJob, NodeState};
 
 /// How many ids a build as root maps onto themselves: every system and
 /// regular account of a RHEL tree.
@@ -155,6 +156,8 @@ pub enum Job {
     Ext4(Ext4),
     /// Remove a tree (a sysroot has read-only directories).
     Remove { path: PathBuf },
+    /// Update or roll back a node's disk; answers [`NodeState`].
+    Node(NodeJob),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -180,7 +183,7 @@ impl Namespace<'_> {
     /// root, only a deployment needs the namespace (every owner is already
     /// the image's): the other jobs run here, without a process to start.
     pub fn run<T: DeserializeOwned>(&self, job: &Job) -> Result<T> {
-        if self.map == IdMap::Identity && !matches!(job, Job::Deploy(_)) {
+        if self.map == IdMap::Identity && !matches!(job, Job::Deploy(_) | Job::Node(_)) {
             return serde_json::from_value(run_job(job)?).context("reading the job's answer");
         }
         strata_process::require("unshare")?;
@@ -290,6 +293,10 @@ fn run_job(job: &Job) -> Result<serde_json::Value> {
         Job::Deploy(job) => {
             let deployed: Deployed = crate::deploy::deploy(job)?;
             serde_json::to_value(deployed)?
+        }
+        Job::Node(job) => {
+            let state: NodeState = crate::node::run_job(job)?;
+            serde_json::to_value(state)?
         }
         Job::Ext4(fs) => {
             crate::fs::clamp_times(&fs.source, fs.epoch)?;

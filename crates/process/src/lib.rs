@@ -37,6 +37,7 @@ const TOOL_PACKAGES: &[(&str, &str)] = &[
     ("mkfs.ext4", "e2fsprogs"),
     ("fsck.ext4", "e2fsprogs"),
     ("debugfs", "e2fsprogs"),
+    ("fuse2fs", "fuse2fs (from bookworm-backports)"),
     ("mkfs.vfat", "dosfstools"),
     ("fsck.vfat", "dosfstools"),
     ("mcopy", "mtools"),

@@ -72,6 +72,7 @@ pub fn find_kernel(root: &Path) -> Result<KernelInfo> {
 /// postprocess scripts, before committing.
 pub fn apply(root: &Path) -> Result<()> {
     relocate_rpmdb(root)?;
+    relocate_selinux_store(root)?;
     var_to_tmpfiles(root)?;
     for dir in EMPTIED {
         empty_dir(&root.join(dir))?;
@@ -170,6 +171,88 @@ fn relocate_rpmdb(root: &Path) -> Result<()> {
         0o644,
     )?;
     Ok(())
+}
+
+/// The SELinux module store moves from `/var/lib/selinux/<policy>` (where
+/// RHEL's selinux-policy packages install it) into `/etc/selinux/<policy>`,
+/// and `semanage.conf` says so (`store-root=/etc/selinux`), as rpm-ostree
+/// composes do: `/var` is not part of a deployment, and libostree runs
+/// `semodule -N --rebuild-if-modules-changed` in every new deployment it
+/// writes on a node, which fails without a store. The store's lock files
+/// go: they are run-time state.
+fn relocate_selinux_store(root: &Path) -> Result<()> {
+    let Some(policy) = selinux_policy_name(root)? else {
+        return Ok(());
+    };
+    let store = root.join("var/lib/selinux").join(&policy);
+    if !store.join("active/modules").is_dir() {
+        return Ok(());
+    }
+    let conf = root.join("etc/selinux/semanage.conf");
+    if conf.is_file() {
+        let text =
+            fs::read_to_string(&conf).with_context(|| format!("reading {}", conf.display()))?;
+        if !text
+            .lines()
+            .any(|l| l.trim().replace(' ', "") == "store-root=/etc/selinux")
+        {
+            let mut new = text;
+            if !new.is_empty() && !new.ends_with('\n') {
+                new.push('\n');
+            }
+            new.push_str("store-root=/etc/selinux\n");
+            fs::write(&conf, new).with_context(|| format!("writing {}", conf.display()))?;
+        }
+    }
+    let dest = root.join("etc/selinux").join(&policy);
+    fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+    let mut entries: Vec<_> = fs::read_dir(&store)
+        .with_context(|| format!("reading {}", store.display()))?
+        .collect::<std::io::Result<_>>()?;
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name();
+        let from = e.path();
+        if name == "semanage.read.LOCK" || name == "semanage.trans.LOCK" {
+            fs::remove_file(&from).with_context(|| format!("removing {}", from.display()))?;
+            continue;
+        }
+        let to = dest.join(&name);
+        if to.symlink_metadata().is_ok() {
+            bail!(
+                "/etc/selinux/{policy}/{} exists as well as /var/lib/selinux/{policy}/{0}: \
+                 the SELinux module store cannot move to /etc",
+                name.to_string_lossy()
+            );
+        }
+        fs::rename(&from, &to).with_context(|| format!("moving {}", from.display()))?;
+    }
+    Ok(())
+}
+
+/// `SELINUXTYPE` of the tree's `/etc/selinux/config`, when it names one.
+fn selinux_policy_name(root: &Path) -> Result<Option<String>> {
+    let config = root.join("etc/selinux/config");
+    let Ok(text) = fs::read_to_string(&config) else {
+        return Ok(None);
+    };
+    let Some(name) = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("SELINUXTYPE="))
+        .map(|v| v.trim().trim_matches('"').to_string())
+    else {
+        return Ok(None);
+    };
+    // The name becomes a path component.
+    if name.is_empty()
+        || name.starts_with('.')
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        bail!("/etc/selinux/config: SELINUXTYPE={name:?} is not a policy name");
+    }
+    Ok(Some(name))
 }
 
 /// Removes what an rpm transaction leaves beside the database: lock files,

@@ -44,6 +44,8 @@ pub struct Ingredients {
     pub grub_efi: Vec<u8>,
     /// GRUB's i386-pc directory (Debian's grub-pc-bin), at RHEL's paths.
     pub grub_pc_files: Vec<FileSpec>,
+    /// The targeted policy's module store (`crate::selinux`).
+    pub selinux_store: Vec<FileSpec>,
     pub release_key_asc: String,
     pub scale: usize,
 }
@@ -405,6 +407,8 @@ const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("readline", "7.0", "10.el8", &["libreadline8"]),
     ("libsigsegv", "2.11", "5.el8", &["libsigsegv2"]),
     ("libselinux", "2.9", "5.el8", &["libselinux1"]),
+    // sefcontext_compile, which semodule runs when it rebuilds the policy.
+    ("libselinux-utils", "2.9", "5.el8", &["selinux-utils"]),
     ("pcre2", "10.32", "2.el8", &["libpcre2-8-0"]),
     ("libsepol", "2.9", "3.el8", &["libsepol2"]),
     (
@@ -704,14 +708,14 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
     baseos.push(policycoreutils(ing));
     for p in baseos.iter_mut().chain(appstream.iter_mut()) {
         if p.name == "selinux-policy-targeted" {
-            // The targeted policy's file contexts (what Ignition's setfiles
-            // reads); its binary policy is filler.
+            // The targeted policy as RHEL's package has it: the module
+            // store at /var/lib/selinux/targeted (libostree runs semodule
+            // on it in every deployment it writes on a node) and the
+            // policy built from it, file contexts included (what
+            // Ignition's setfiles reads), made by the real semodule.
             p.files.push(FileSpec::dir("/etc/selinux", 0o755));
-            p.files.push(FileSpec::file(
-                "/etc/selinux/targeted/contexts/files/file_contexts",
-                FILE_CONTEXTS,
-                0o644,
-            ));
+            p.files.push(FileSpec::dir("/var/lib/selinux", 0o755));
+            p.files.extend(ing.selinux_store.iter().cloned());
             p.requires.push(Dep("selinux-policy".into()));
         }
     }
@@ -754,10 +758,13 @@ fn policycoreutils(ing: &Ingredients) -> PkgSpec {
     let (provides, requires) = debian::elf_deps(&p.files);
     p.provides = provides.into_iter().map(Dep).collect();
     p.requires = requires.into_iter().map(Dep).collect();
+    // As RHEL's: semodule runs sefcontext_compile.
+    p.requires.push(Dep("libselinux-utils".into()));
     p
 }
 
-/// File contexts of the fixture's policies (text).
+/// File contexts of the fixture's minimum policy (text); the targeted
+/// policy's are the same, built from `files/selinux-base.cil`.
 const FILE_CONTEXTS: &str = "\
 /.*\tsystem_u:object_r:default_t:s0
 /\tsystem_u:object_r:root_t:s0

@@ -31,6 +31,7 @@ mod native;
 pub mod peers;
 mod repo;
 pub mod scratch;
+mod selinux;
 pub mod spec;
 mod synth;
 
@@ -364,8 +365,10 @@ fn build(
     // kver, rebuilt (its image changes, see distro.rs).
     let kvers = vec![kernel.uname.clone(), kernel.uname.clone()];
     let grub_versions = grub.versions.clone();
+    let debian = debian::Debian::unpack(debs)?;
     let ingredients = distro::Ingredients {
-        debian: debian::Debian::unpack(debs)?,
+        selinux_store: selinux::module_store(&debian)?,
+        debian,
         nss_altfiles: native::nss_altfiles()?,
         kernel: kernel.files(&kvers[0])?,
         kernel_z: {
