@@ -29,6 +29,8 @@ fuzz: deps
 
 # Every shell script the project ships: ci/ and the fixture's programs.
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
+	manifests/node-layer/coreos-ignition-firstboot-complete \
+	manifests/demo/node-layer/coreos-ignition-firstboot-complete \
 	$(filter-out %.md %.service %/kernel-core-modules,$(wildcard crates/testdistro/files/*))
 
 lint:

@@ -82,6 +82,14 @@ const DEMO_MANIFESTS: &[(&str, &str)] = &[
         "node-layer/openshift-node.conf",
         include_str!("../../../manifests/demo/node-layer/openshift-node.conf"),
     ),
+    (
+        "node-layer/coreos-ignition-firstboot-complete.service",
+        include_str!("../../../manifests/demo/node-layer/coreos-ignition-firstboot-complete.service"),
+    ),
+    (
+        "node-layer/coreos-ignition-firstboot-complete",
+        include_str!("../../../manifests/demo/node-layer/coreos-ignition-firstboot-complete"),
+    ),
 ];
 
 pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {

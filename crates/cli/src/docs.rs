@@ -76,7 +76,7 @@ pub fn markdown() -> String {
         .collect();
     for sub in &mut subs {
         out.push('\n');
-        command(&mut out, sub);
+        command(&mut out, sub, "strata");
     }
     out
 }
@@ -93,9 +93,10 @@ fn usage(cmd: &mut clap::Command) -> String {
         .to_string()
 }
 
-fn command(out: &mut String, cmd: &mut clap::Command) {
-    let name = cmd.get_name().to_string();
-    let _ = writeln!(out, "## strata {name}\n");
+/// One command's section, then one per subcommand (`strata node update`).
+fn command(out: &mut String, cmd: &mut clap::Command, parent: &str) {
+    let name = format!("{parent} {}", cmd.get_name());
+    let _ = writeln!(out, "## {name}\n");
     if let Some(about) = cmd.get_long_about().or(cmd.get_about()) {
         let _ = writeln!(out, "{about}\n");
     }
@@ -104,12 +105,20 @@ fn command(out: &mut String, cmd: &mut clap::Command) {
         .get_arguments()
         .filter(|a| !a.is_hide_set() && a.get_id() != "help" && a.get_id() != "version")
         .collect();
-    if args.is_empty() {
-        return;
+    if !args.is_empty() {
+        let _ = writeln!(out, "| argument | meaning |\n|---|---|");
+        for a in args {
+            let _ = writeln!(out, "| {} | {} |", spelling(a), meaning(a));
+        }
     }
-    let _ = writeln!(out, "| argument | meaning |\n|---|---|");
-    for a in args {
-        let _ = writeln!(out, "| {} | {} |", spelling(a), meaning(a));
+    let mut subs: Vec<clap::Command> = cmd
+        .get_subcommands()
+        .filter(|s| documented(s))
+        .cloned()
+        .collect();
+    for sub in &mut subs {
+        out.push('\n');
+        command(out, sub, &name);
     }
 }
 

@@ -14,6 +14,14 @@
 //! 4. one release repo updated (a rebuilt kubelet in rhocp-4.13): only that
 //!    release's derive and disks rebuild.
 //!
+//! Beside it, a node's life on the first 4.13 qemu disk (a raw copy, booted
+//! under qemu without a snapshot, UEFI and BIOS in turn): its first boot
+//! provisions it with an Ignition config from qemu's fw_cfg; the second
+//! boot is not a first boot any more; `strata node update` deploys the
+//! rebuilt 4.13 of step 4 into it as the node would, which then boots by
+//! default with the first build as rollback, both in the menu;
+//! `strata node rollback` brings the first build back.
+//!
 //! Every `--json` output is checked against the shapes in docs/formats.md.
 //! The flow is one test, in order: each step needs the state the previous
 //! one left.
@@ -224,6 +232,64 @@ fn listing(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime)> {
     out
 }
 
+/// An Ignition config (spec 3.3.0, which Ignition 2.14 reads) that writes
+/// a file and an enabled unit; the unit prints [`IGNITION_LINE`] with the
+/// file's content on the console before the boot marker.
+fn ignition_config(dir: &Path) -> PathBuf {
+    let unit = "[Unit]\nDescription=Written by Ignition\nBefore=strata-boot-check.service\n\n\
+                [Service]\nType=oneshot\n\
+                ExecStart=/bin/sh -c 'echo \"STRATA-IGNITION-UNIT $(cat /etc/strata-node-test)\" >/dev/console'\n\n\
+                [Install]\nWantedBy=multi-user.target\n";
+    let config = serde_json::json!({
+        "ignition": {"version": "3.3.0"},
+        "storage": {"files": [{
+            "path": "/etc/strata-node-test",
+            "mode": 420,
+            "contents": {"source": "data:,provisioned-by-ignition"}
+        }]},
+        "systemd": {"units": [{
+            "name": "strata-node-test.service",
+            "enabled": true,
+            "contents": unit
+        }]}
+    });
+    let path = dir.join("config.ign");
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    path
+}
+
+/// What the unit [`ignition_config`] writes prints on every boot.
+const IGNITION_LINE: &str = "STRATA-IGNITION-UNIT provisioned-by-ignition";
+
+/// Boots the node's disk, keeping what the guest writes; the marker line
+/// and the console.
+fn boot_node(
+    disk: &Path,
+    firmware: strata_testdistro::boot::Firmware,
+    ignition: Option<&Path>,
+) -> (String, String) {
+    let mut spec = strata_testdistro::boot::BootSpec::new(firmware, disk);
+    spec.snapshot = false;
+    spec.timeout = Duration::from_secs(240);
+    if let Some(config) = ignition {
+        spec.fw_cfg
+            .push(("opt/com.coreos/config".into(), config.to_path_buf()));
+    }
+    let booted = strata_testdistro::boot::boot(&spec).unwrap();
+    eprintln!("node booted in {:?}: {}", booted.elapsed, booted.marker);
+    (booted.marker, booted.console)
+}
+
+/// The versions of a `strata node` result's deployments, default first.
+fn node_versions(state: &Value) -> Vec<&str> {
+    state["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| s(&d["version"]))
+        .collect()
+}
+
 #[test]
 fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let started = Instant::now();
@@ -297,27 +363,41 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     }
     eprintln!("step 1 (first build) done at {:?}", started.elapsed());
 
-    // The demo's own 4.13 qemu disk boots (UEFI, q35) through its real dracut
-    // initramfs and ostree-prepare-root into real systemd, with the node
-    // layer's kubelet in the tree.
+    // A node from the demo's own 4.13 qemu disk (as raw: the form
+    // `strata node` changes), whose Ignition reads its config from qemu's
+    // fw_cfg (`ignition.platform.id=qemu`). First boot (UEFI, q35): through
+    // the real dracut initramfs, where Ignition applies the config, and
+    // ostree-prepare-root into real systemd, with the node layer's kubelet
+    // in the tree.
     let rel = release(&first, "4.13");
+    let version_a = s(&rel["version"]).to_string();
     let qemu = &rel["disks"]["artifacts"][0];
     assert_eq!(qemu["platform"], "qemu");
-    let mut spec = strata_testdistro::boot::BootSpec::new(
-        strata_testdistro::boot::Firmware::Uefi,
-        s(&qemu["path"]),
-    );
-    spec.disk_format = s(&qemu["format"]).to_string();
-    spec.timeout = Duration::from_secs(240);
-    let booted = strata_testdistro::boot::boot(&spec).unwrap();
-    assert_eq!(
-        booted.marker,
+    let node = tmp.path().join("node.raw");
+    let converted = Command::new("qemu-img")
+        .args(["convert", "-O", "raw"])
+        .arg(s(&qemu["path"]))
+        .arg(&node)
+        .status()
+        .unwrap();
+    assert!(converted.success());
+    let config = ignition_config(tmp.path());
+    let marker = |version: &str, firstboot: &str| {
         format!(
-            "STRATA-BOOT-OK version={} openshift=4.13 init=systemd kubelet=yes",
-            s(&rel["version"])
+            "STRATA-BOOT-OK version={version} openshift=4.13 init=systemd kubelet=yes \
+             firstboot={firstboot}"
         )
-    );
-    eprintln!("the demo's 4.13 qemu disk booted in {:?}", booted.elapsed);
+    };
+    use strata_testdistro::boot::Firmware::{Bios, Uefi};
+    let (booted, console) = boot_node(&node, Uefi, Some(&config));
+    assert_eq!(booted, marker(&version_a, "yes"));
+    assert!(console.contains(IGNITION_LINE), "{console}");
+    // The second boot (BIOS) is not a first boot: the stamp is gone, and
+    // what Ignition wrote is still there.
+    let (booted, console) = boot_node(&node, Bios, None);
+    assert_eq!(booted, marker(&version_a, "no"));
+    assert!(console.contains(IGNITION_LINE), "{console}");
+    eprintln!("step 1 (and the node's first boots) done at {:?}", started.elapsed());
 
     // 2. Nothing changed: nothing rebuilds, nothing is recorded.
     let history = std::fs::read(w0.join("builds/builds.json")).unwrap();
@@ -570,6 +650,50 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         "step 4 (one release updated) done at {:?}",
         started.elapsed()
     );
+
+    // The node updates to the rebuilt 4.13, as it would: the new
+    // deployment is the default, the first build its rollback, each titled
+    // with its version and OpenShift release, with the node's kernel
+    // arguments and its /etc (what Ignition wrote) carried over.
+    let version_b = s(&u13["version"]).to_string();
+    let node_arg = node.to_str().unwrap();
+    let updated_node = strata_json(&[
+        "node",
+        "update",
+        "--workdir",
+        w0.to_str().unwrap(),
+        "--image",
+        s(&u13["image"]),
+        node_arg,
+    ]);
+    assert_shape(&updated_node, "node");
+    assert_eq!(node_versions(&updated_node), [&version_b, &version_a]);
+    let deployments = updated_node["deployments"].as_array().unwrap();
+    for (d, v) in deployments.iter().zip([&version_b, &version_a]) {
+        assert!(
+            s(&d["title"]).contains(&format!("{v} (OpenShift 4.13")),
+            "{d}"
+        );
+        assert!(s(&d["options"]).contains("ignition.platform.id=qemu"), "{d}");
+    }
+    assert_eq!(deployments[0]["commit"], u13["ostree_commit"]);
+    let (booted, console) = boot_node(&node, Uefi, None);
+    assert_eq!(booted, marker(&version_b, "no"));
+    assert!(console.contains(IGNITION_LINE), "{console}");
+    // GRUB's menu (blscfg) lists both deployments.
+    for v in [&version_b, &version_a] {
+        assert!(
+            console.contains(&format!("CoreOS {v} (OpenShift 4.13")),
+            "no menu entry for {v}:\n{console}"
+        );
+    }
+    // Rolled back, the first build boots again (BIOS).
+    let rolled = strata_json(&["node", "rollback", node_arg]);
+    assert_shape(&rolled, "node");
+    assert_eq!(node_versions(&rolled), [&version_a, &version_b]);
+    let (booted, _) = boot_node(&node, Bios, None);
+    assert_eq!(booted, marker(&version_a, "no"));
+    eprintln!("the node updated and rolled back at {:?}", started.elapsed());
 }
 
 /// `strata demo` on a fresh workdir: the build object of the demo pipeline

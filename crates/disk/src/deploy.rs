@@ -89,10 +89,11 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
         .init_osname(job.stateroot.as_str(), cancel)
         .with_context(|| format!("creating the stateroot {}", job.stateroot))?;
     let repo = sysroot.repo();
-    // strata writes the GRUB configuration itself; ostree only writes BLS.
-    // The sysroot is thrown away once its content is in the disk images:
-    // nothing it writes needs to reach the disk, and fsync on a busy
-    // machine is most of a deployment's time.
+    // strata writes the GRUB configuration itself; ostree only writes BLS
+    // (the node keeps `sysroot.bootloader=none`). The sysroot is thrown
+    // away once its content is in the disk images: nothing it writes needs
+    // to reach the disk, and fsync on a busy machine is most of a
+    // deployment's time.
     repo.set_disable_fsync(true);
     let config = repo.copy_config();
     config.set_string("sysroot", "bootloader", "none");
@@ -128,6 +129,14 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
             cancel,
         )
         .context("writing the deployment")?;
+    // The configuration the node keeps: without this process's fsync
+    // shortcut (a node's updates must reach its disk).
+    let config = repo.copy_config();
+    config
+        .remove_key("core", "fsync")
+        .context("configuring the sysroot repository")?;
+    repo.write_config(&config)
+        .context("configuring the sysroot repository")?;
     let dirpath = sysroot.deployment_dirpath(&deployment);
     crate::fs::copy_tree(&boot, &job.boot_out)
         .context("copying the deployment's /boot out of its tmpfs")?;

@@ -121,6 +121,17 @@ pub fn rollback(disk: &Path, worker: Command) -> Result<NodeState> {
 fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Result<NodeState> {
     strata_process::require("fuse2fs")?;
     let disk = std::fs::canonicalize(disk).with_context(|| format!("{}", disk.display()))?;
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(&disk)
+        .and_then(|f| std::os::unix::fs::FileExt::read_at(&f, &mut magic, 0))
+        .with_context(|| format!("reading {}", disk.display()))?;
+    if read == 4 && magic == *b"QFI\xfb" {
+        bail!(
+            "{} is a qcow2 image: a node's disk is changed as a raw image \
+             (qemu-img convert -O raw, or the metal image)",
+            disk.display()
+        );
+    }
     let parts = partitions(&disk)?;
     let offset = |label: &str| {
         parts
@@ -186,27 +197,60 @@ pub(crate) fn run_job(job: &NodeJob) -> Result<NodeState> {
     if crate::deploy::in_initial_user_namespace()? {
         bail!("refusing to deploy outside a user namespace (it could freeze a host filesystem)");
     }
-    let root = Fuse2fs::mount(&job.disk, job.root_offset, &job.mountpoint)?;
+    // Checked read-only first: a refusal leaves the disk's bytes as they
+    // were (opening a filesystem for writing records a mount in it).
+    with_sysroot(job, true, |sysroot| check(sysroot, &job.action).map(|_| ()))?;
+    with_sysroot(job, false, |sysroot| node_work(sysroot, &job.action))
+}
+
+/// Runs `work` on the disk's sysroot, its filesystems opened by fuse2fs.
+fn with_sysroot<T>(
+    job: &NodeJob,
+    read_only: bool,
+    work: impl FnOnce(&ostree::Sysroot) -> Result<T>,
+) -> Result<T> {
+    let root = Fuse2fs::mount(&job.disk, job.root_offset, &job.mountpoint, read_only)?;
     let boot_dir = job.mountpoint.join("boot");
-    let boot = Fuse2fs::mount(&job.disk, job.boot_offset, &boot_dir)?;
-    let result = node_work(job);
+    let boot = match Fuse2fs::mount(&job.disk, job.boot_offset, &boot_dir, read_only) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = root.unmount();
+            return Err(e);
+        }
+    };
+    let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(&job.mountpoint)));
+    let result = sysroot
+        .load(gio::Cancellable::NONE)
+        .context("loading the disk's sysroot")
+        .and_then(|()| work(&sysroot));
+    drop(sysroot);
     // Unmounted in this order whatever happened: fuse2fs writes what it
     // holds when its filesystem is unmounted.
     let unmounted = boot.unmount().and(root.unmount());
-    let state = result?;
+    let value = result?;
     unmounted?;
-    Ok(state)
+    Ok(value)
 }
 
-fn node_work(job: &NodeJob) -> Result<NodeState> {
-    let cancel = gio::Cancellable::NONE;
-    let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(&job.mountpoint)));
-    sysroot.load(cancel).context("loading the disk's sysroot")?;
+/// What `action` needs of the sysroot; its current deployment.
+fn check(sysroot: &ostree::Sysroot, action: &NodeAction) -> Result<ostree::Deployment> {
     let deployments = sysroot.deployments();
     let Some(current) = deployments.first() else {
         bail!("the disk's sysroot has no deployment");
     };
-    match &job.action {
+    if *action == NodeAction::Rollback {
+        ensure!(
+            deployments.len() >= 2,
+            "the disk has no rollback deployment"
+        );
+    }
+    Ok(current.clone())
+}
+
+fn node_work(sysroot: &ostree::Sysroot, action: &NodeAction) -> Result<NodeState> {
+    let cancel = gio::Cancellable::NONE;
+    let current = check(sysroot, action)?;
+    match action {
         NodeAction::Deploy {
             repo,
             commit,
@@ -244,11 +288,7 @@ fn node_work(job: &NodeJob) -> Result<NodeState> {
                 .context("writing the deployments")?;
         }
         NodeAction::Rollback => {
-            ensure!(
-                deployments.len() >= 2,
-                "the disk has no rollback deployment"
-            );
-            let mut order = deployments.clone();
+            let mut order = sysroot.deployments();
             order.swap(0, 1);
             sysroot
                 .write_deployments(&order, cancel)
@@ -300,12 +340,13 @@ struct Fuse2fs {
 }
 
 impl Fuse2fs {
-    fn mount(disk: &Path, offset: u64, mountpoint: &Path) -> Result<Fuse2fs> {
+    fn mount(disk: &Path, offset: u64, mountpoint: &Path, read_only: bool) -> Result<Fuse2fs> {
+        let ro = if read_only { ",ro" } else { "" };
         let mut child = Command::new("fuse2fs")
             .arg(disk)
             .arg(mountpoint)
             .arg("-o")
-            .arg(format!("offset={offset}"))
+            .arg(format!("offset={offset}{ro}"))
             // In the foreground: this process waits for it to end, which
             // is when everything is written.
             .arg("-f")

@@ -247,6 +247,11 @@ fn layout_filesystems_and_metadata() {
         ),
         "{origin}"
     );
+    // The node's repository configuration: ostree writes BLS entries only
+    // (the menu reads them), and the node's updates are synced to disk.
+    let config = debugfs(&root, "cat /ostree/repo/config");
+    assert!(config.contains("\nbootloader=none\n"), "{config}");
+    assert!(!config.contains("fsync"), "{config}");
     assert_eq!(r.version, OCP_VERSION);
     assert_eq!(r.openshift_version.as_deref(), Some("4.13"));
     assert_eq!(r.stream, "ocp-4.13");
@@ -314,9 +319,45 @@ fn boot(firmware: strata_testdistro::boot::Firmware, platform: &str) {
     eprintln!("{platform}: {} in {:?}", res.marker, res.elapsed);
     assert_eq!(
         res.marker,
-        // The test's release layer is os-release alone: no kubelet.
-        format!("STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no")
+        // The test's release layer is os-release alone: no kubelet. A new
+        // disk boots the first time: GRUB finds the boot partition's
+        // ignition.firstboot stamp.
+        format!(
+            "STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no firstboot=yes"
+        )
     );
+}
+
+/// What `strata node` refuses leaves the disk as it was: a disk with no
+/// rollback deployment, an image that is not a raw disk.
+#[test]
+fn node_refusals_name_the_problem_and_change_nothing() {
+    let dir = target().join("node-refusals");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let disk = dir.join("metal.raw");
+    let copied = Command::new("cp")
+        .arg("--sparse=always")
+        .arg(&artifact("metal").path)
+        .arg(&disk)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let before = std::fs::read(&disk).unwrap();
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(err.contains("no rollback deployment"), "{err}");
+    assert!(std::fs::read(&disk).unwrap() == before, "the disk changed");
+
+    let qcow = &artifact("qemu").path;
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(qcow, worker()).unwrap_err()
+    );
+    assert!(err.contains("qcow2") && err.contains("qemu-img convert"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

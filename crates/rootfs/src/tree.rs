@@ -96,7 +96,7 @@ pub const LAYER_VAR_TMPFILES: &str = "usr/lib/tmpfiles.d/strata-var-layer.conf";
 /// `/usr/etc`) the base already has.
 pub fn apply_layered(root: &Path) -> Result<()> {
     if root.join("usr/etc/machine-id").symlink_metadata().is_ok() {
-        blank_machine_id(&root.join("usr/etc"))?;
+        remove_machine_id(&root.join("usr/etc"))?;
     }
     let rpmdb = root.join("usr/share/rpm");
     if rpmdb.is_dir() {
@@ -448,25 +448,26 @@ fn move_etc(root: &Path) -> Result<()> {
     remove_matching(&etc, &|n| {
         n.ends_with(".rpmnew") || n.ends_with(".rpmsave") || n.ends_with("-")
     })?;
-    blank_machine_id(&etc)?;
+    remove_machine_id(&etc)?;
     fs::rename(&etc, &usr_etc).context("moving /etc to /usr/etc")?;
     Ok(())
 }
 
 /// The machine id belongs to a deployment, not to an image: systemd's
 /// %post writes one, and every node booted from the image would share it.
-/// An empty `/etc/machine-id` makes systemd generate one on first boot (what
-/// rpm-ostree's compose leaves by default).
-fn blank_machine_id(etc: &Path) -> Result<()> {
+/// That one goes, so the image has none and a node's first boot is
+/// systemd's first boot (`ConditionFirstBoot=`, and the presets that
+/// enable what Ignition wrote), as RHCOS composes are made (rpm-ostree's
+/// `machineid-compat: false`). An empty file the manifest left stays:
+/// systemd then makes a new id at every boot, without first-boot
+/// semantics (rpm-ostree's default).
+fn remove_machine_id(etc: &Path) -> Result<()> {
     let path = etc.join("machine-id");
     match fs::symlink_metadata(&path) {
         Ok(m) if m.is_file() && m.len() == 0 => Ok(()),
         Ok(m) if m.is_dir() => bail!("{} is a directory", path.display()),
-        _ if etc.is_dir() => {
-            let _ = fs::remove_file(&path);
-            write_file(&path, b"", 0o444)
-        }
-        _ => Ok(()),
+        Ok(_) => fs::remove_file(&path).with_context(|| format!("removing {}", path.display())),
+        Err(_) => Ok(()),
     }
 }
 
@@ -557,7 +558,8 @@ mod tests {
         assert!(r.join("usr/etc/ssh").is_dir());
         assert!(!r.join("etc").exists());
         assert!(!r.join("usr/etc/hosts.rpmnew").exists());
-        assert_eq!(fs::read(r.join("usr/etc/machine-id")).unwrap(), b"");
+        // systemd's %post wrote it: a node's first boot makes its own.
+        assert!(r.join("usr/etc/machine-id").symlink_metadata().is_err());
         assert_eq!(
             fs::read(r.join("usr/share/rpm/rpmdb.sqlite")).unwrap(),
             b"db"
@@ -616,6 +618,43 @@ mod tests {
             fs::read(r.join("usr/share/factory/var/log/state")).unwrap(),
             b"hello"
         );
+    }
+
+    #[test]
+    fn selinux_module_store_moves_to_etc() {
+        let t = tree();
+        let r = t.path();
+        let store = r.join("var/lib/selinux/targeted");
+        fs::create_dir_all(store.join("active/modules/400/base")).unwrap();
+        fs::write(store.join("active/modules/400/base/cil"), "module").unwrap();
+        fs::write(store.join("semanage.read.LOCK"), "").unwrap();
+        fs::create_dir_all(r.join("etc/selinux/targeted/policy")).unwrap();
+        fs::write(
+            r.join("etc/selinux/config"),
+            "SELINUX=enforcing\nSELINUXTYPE=targeted\n",
+        )
+        .unwrap();
+        fs::write(r.join("etc/selinux/semanage.conf"), "module-store = direct").unwrap();
+        apply(r).unwrap();
+        let etc = r.join("usr/etc/selinux");
+        assert_eq!(
+            fs::read_to_string(etc.join("targeted/active/modules/400/base/cil")).unwrap(),
+            "module"
+        );
+        assert!(!etc.join("targeted/semanage.read.LOCK").exists());
+        assert_eq!(
+            fs::read_to_string(etc.join("semanage.conf")).unwrap(),
+            "module-store = direct\nstore-root=/etc/selinux\n"
+        );
+        assert!(!r.join("var/lib/selinux").exists());
+
+        // A policy name that is not one is refused before it names a path.
+        let t = tree();
+        let r = t.path();
+        fs::create_dir_all(r.join("etc/selinux")).unwrap();
+        fs::write(r.join("etc/selinux/config"), "SELINUXTYPE=../../x\n").unwrap();
+        let err = apply(r).unwrap_err().to_string();
+        assert!(err.contains("SELINUXTYPE"), "{err}");
     }
 
     #[test]

@@ -41,6 +41,13 @@ pub struct BootSpec {
     pub disk_format: String,
     pub timeout: Duration,
     pub memory_mib: u32,
+    /// Whether the guest's writes are thrown away (`snapshot=on`); a node
+    /// test that boots a disk again keeps them.
+    pub snapshot: bool,
+    /// Files given to the guest through qemu's firmware configuration
+    /// device, by name: `opt/com.coreos/config` is where Ignition's qemu
+    /// platform reads its config.
+    pub fw_cfg: Vec<(String, PathBuf)>,
 }
 
 impl BootSpec {
@@ -51,6 +58,8 @@ impl BootSpec {
             disk_format: "raw".into(),
             timeout: Duration::from_secs(180),
             memory_mib: 1024,
+            snapshot: true,
+            fw_cfg: Vec::new(),
         }
     }
 }
@@ -76,10 +85,15 @@ pub fn boot(spec: &BootSpec) -> Result<BootResult> {
         .args(["-serial", "stdio", "-m", &spec.memory_mib.to_string()])
         .arg("-drive")
         .arg(format!(
-            "file={},if=virtio,format={},snapshot=on",
+            "file={},if=virtio,format={},snapshot={}",
             spec.disk.display(),
-            spec.disk_format
+            spec.disk_format,
+            if spec.snapshot { "on" } else { "off" }
         ));
+    for (name, file) in &spec.fw_cfg {
+        cmd.arg("-fw_cfg")
+            .arg(format!("name={name},file={}", file.display()));
+    }
     match &spec.firmware {
         Firmware::Direct {
             kernel,

@@ -241,8 +241,9 @@ fn glibc(ing: &Ingredients, zstream: bool) -> PkgSpec {
     } else {
         "189.5.el8_6"
     };
+    // RHEL's glibc-common requires tzdata.
     let mut p = real(ing, "glibc", "2.28", release, &["libc6", "libc-bin"])
-        .requires(&["basesystem"])
+        .requires(&["basesystem", "tzdata"])
         .provides(&["rtld(GNU_HASH)", "/sbin/ldconfig"]);
     if zstream {
         p = rebuilt(p, "/usr/lib64/libc.so.6", release);
@@ -571,6 +572,10 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
     );
     // RHEL's util-linux has login and nologin, which Debian keeps in login
     // with shadow's tools (RHEL's shadow-utils has those, and login.defs).
+    // The time zone database (noarch, as RHEL's): systemd-firstboot asks
+    // for a time zone on a node's first boot unless /etc/localtime names
+    // one that exists.
+    baseos.push(real(ing, "tzdata", "2022a", "1.el8", &["tzdata"]).noarch());
     for p in baseos.iter_mut().filter(|p| p.name == "util-linux") {
         p.files.retain(|f| {
             ![
