@@ -84,7 +84,9 @@ const DEMO_MANIFESTS: &[(&str, &str)] = &[
     ),
     (
         "node-layer/coreos-ignition-firstboot-complete.service",
-        include_str!("../../../manifests/demo/node-layer/coreos-ignition-firstboot-complete.service"),
+        include_str!(
+            "../../../manifests/demo/node-layer/coreos-ignition-firstboot-complete.service"
+        ),
     ),
     (
         "node-layer/coreos-ignition-firstboot-complete",

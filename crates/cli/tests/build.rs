@@ -397,7 +397,10 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let (booted, console) = boot_node(&node, Bios, None);
     assert_eq!(booted, marker(&version_a, "no"));
     assert!(console.contains(IGNITION_LINE), "{console}");
-    eprintln!("step 1 (and the node's first boots) done at {:?}", started.elapsed());
+    eprintln!(
+        "step 1 (and the node's first boots) done at {:?}",
+        started.elapsed()
+    );
 
     // 2. Nothing changed: nothing rebuilds, nothing is recorded.
     let history = std::fs::read(w0.join("builds/builds.json")).unwrap();
@@ -674,7 +677,10 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
             s(&d["title"]).contains(&format!("{v} (OpenShift 4.13")),
             "{d}"
         );
-        assert!(s(&d["options"]).contains("ignition.platform.id=qemu"), "{d}");
+        assert!(
+            s(&d["options"]).contains("ignition.platform.id=qemu"),
+            "{d}"
+        );
     }
     assert_eq!(deployments[0]["commit"], u13["ostree_commit"]);
     let (booted, console) = boot_node(&node, Uefi, None);
@@ -693,7 +699,10 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     assert_eq!(node_versions(&rolled), [&version_a, &version_b]);
     let (booted, _) = boot_node(&node, Bios, None);
     assert_eq!(booted, marker(&version_a, "no"));
-    eprintln!("the node updated and rolled back at {:?}", started.elapsed());
+    eprintln!(
+        "the node updated and rolled back at {:?}",
+        started.elapsed()
+    );
 }
 
 /// `strata demo` on a fresh workdir: the build object of the demo pipeline

@@ -356,7 +356,10 @@ fn node_refusals_name_the_problem_and_change_nothing() {
         "{:#}",
         strata_disk::node::rollback(qcow, worker()).unwrap_err()
     );
-    assert!(err.contains("qcow2") && err.contains("qemu-img convert"), "{err}");
+    assert!(
+        err.contains("qcow2") && err.contains("qemu-img convert"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
