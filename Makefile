@@ -31,7 +31,7 @@ fuzz: deps
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
 	manifests/node-layer/coreos-ignition-firstboot-complete \
 	manifests/demo/node-layer/coreos-ignition-firstboot-complete \
-	$(filter-out %.md %.service %/kernel-core-modules,$(wildcard crates/testdistro/files/*))
+	$(filter-out %.md %.service %.cil %/kernel-core-modules,$(wildcard crates/testdistro/files/*))
 
 lint:
 	shellcheck $(SHELL_SCRIPTS)

@@ -298,7 +298,7 @@ fn node_work(sysroot: &ostree::Sysroot, action: &NodeAction) -> Result<NodeState
     sysroot
         .load(cancel)
         .context("reloading the disk's sysroot")?;
-    state(&sysroot)
+    state(sysroot)
 }
 
 fn state(sysroot: &ostree::Sysroot) -> Result<NodeState> {
