@@ -69,12 +69,7 @@ pub fn markdown() -> String {
     }
     out.push('\n');
     out.push_str(CONTRACT);
-    let mut subs: Vec<clap::Command> = cmd
-        .get_subcommands()
-        .filter(|s| documented(s))
-        .cloned()
-        .collect();
-    for sub in &mut subs {
+    for sub in &mut documented_subcommands(&cmd) {
         out.push('\n');
         command(&mut out, sub, "strata");
     }
@@ -84,6 +79,13 @@ pub fn markdown() -> String {
 /// Hidden workers and clap's own `help` are not part of the interface.
 fn documented(sub: &clap::Command) -> bool {
     !sub.is_hide_set() && sub.get_name() != "help"
+}
+
+fn documented_subcommands(cmd: &clap::Command) -> Vec<clap::Command> {
+    cmd.get_subcommands()
+        .filter(|s| documented(s))
+        .cloned()
+        .collect()
 }
 
 fn usage(cmd: &mut clap::Command) -> String {
@@ -111,12 +113,7 @@ fn command(out: &mut String, cmd: &mut clap::Command, parent: &str) {
             let _ = writeln!(out, "| {} | {} |", spelling(a), meaning(a));
         }
     }
-    let mut subs: Vec<clap::Command> = cmd
-        .get_subcommands()
-        .filter(|s| documented(s))
-        .cloned()
-        .collect();
-    for sub in &mut subs {
+    for sub in &mut documented_subcommands(cmd) {
         out.push('\n');
         command(out, sub, &name);
     }

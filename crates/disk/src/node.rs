@@ -145,6 +145,9 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
                 )
             })
     };
+    // Canonical: the mount is recognised by its path in mountinfo.
+    let scratch =
+        std::fs::canonicalize(scratch).with_context(|| format!("{}", scratch.display()))?;
     let mountpoint = scratch.join("sysroot");
     std::fs::create_dir_all(&mountpoint)?;
     let job = NodeJob {
@@ -157,7 +160,7 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
     let ns = Namespace {
         map: IdMap::for_this_process()?,
         worker,
-        scratch,
+        scratch: &scratch,
     };
     ns.run(&Job::Node(job))
 }
