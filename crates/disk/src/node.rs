@@ -222,9 +222,12 @@ fn with_sysroot<T>(
         }
     };
     let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(&job.mountpoint)));
-    let result = sysroot
-        .load(gio::Cancellable::NONE)
-        .context("loading the disk's sysroot")
+    let result = check_layout(&job.mountpoint)
+        .and_then(|()| {
+            sysroot
+                .load(gio::Cancellable::NONE)
+                .context("loading the disk's sysroot")
+        })
         .and_then(|()| work(&sysroot));
     drop(sysroot);
     // Unmounted in this order whatever happened: fuse2fs writes what it
@@ -233,6 +236,28 @@ fn with_sysroot<T>(
     let value = result?;
     unmounted?;
     Ok(value)
+}
+
+/// The sysroot's own directories are directories of the disk, and
+/// `/boot/loader` is ostree's link to `loader.0` or `loader.1`: libostree
+/// writes through them, and a disk whose links lead out of it would have
+/// it write wherever they point.
+fn check_layout(sysroot: &Path) -> Result<()> {
+    for dir in ["ostree", "ostree/repo", "ostree/deploy"] {
+        let meta = std::fs::symlink_metadata(sysroot.join(dir));
+        ensure!(
+            meta.is_ok_and(|m| m.is_dir()),
+            "the disk's /{dir} is not a directory of the disk (not an ostree sysroot?)"
+        );
+    }
+    let loader = std::fs::read_link(sysroot.join("boot/loader"))
+        .context("the disk's boot partition has no /loader link (not an ostree sysroot?)")?;
+    ensure!(
+        loader == Path::new("loader.0") || loader == Path::new("loader.1"),
+        "the disk's /boot/loader points at {}, not at loader.0 or loader.1",
+        loader.display()
+    );
+    Ok(())
 }
 
 /// What `action` needs of the sysroot; its current deployment.

@@ -351,6 +351,29 @@ fn node_refusals_name_the_problem_and_change_nothing() {
     assert!(err.contains("no rollback deployment"), "{err}");
     assert!(std::fs::read(&disk).unwrap() == before, "the disk changed");
 
+    // A repository that leads out of the disk is refused before libostree
+    // opens it (debugfs rewrites the copy's root filesystem).
+    let parts = strata_disk::node::partitions(&disk).unwrap();
+    let root = parts.iter().find(|p| p.name == "root").unwrap().offset;
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-R")
+        .arg("unlink /ostree/repo")
+        .arg(format!("{}?offset={root}", disk.display())));
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-R")
+        .arg("symlink /ostree/repo /etc")
+        .arg(format!("{}?offset={root}", disk.display())));
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(
+        err.contains("/ostree/repo is not a directory of the disk"),
+        "{err}"
+    );
+
     let qcow = &artifact("qemu").path;
     let err = format!(
         "{:#}",
