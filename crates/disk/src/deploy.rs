@@ -129,12 +129,16 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
             cancel,
         )
         .context("writing the deployment")?;
-    // The configuration the node keeps: without this process's fsync
-    // shortcut (a node's updates must reach its disk).
+    // The configuration the node keeps, as CoreOS disks have it: without
+    // this process's fsync shortcut (a node's updates must reach its
+    // disk), and with a read-only sysroot (ostree-prepare-root mounts the
+    // physical root read-only; the deployment's /etc and /var stay
+    // writable).
     let config = repo.copy_config();
     config
         .remove_key("core", "fsync")
         .context("configuring the sysroot repository")?;
+    config.set_boolean("sysroot", "readonly", true);
     repo.write_config(&config)
         .context("configuring the sysroot repository")?;
     let dirpath = sysroot.deployment_dirpath(&deployment);

@@ -251,6 +251,7 @@ fn layout_filesystems_and_metadata() {
     // (the menu reads them), and the node's updates are synced to disk.
     let config = debugfs(&root, "cat /ostree/repo/config");
     assert!(config.contains("\nbootloader=none\n"), "{config}");
+    assert!(config.contains("\nreadonly=true\n"), "{config}");
     assert!(!config.contains("fsync"), "{config}");
     assert_eq!(r.version, OCP_VERSION);
     assert_eq!(r.openshift_version.as_deref(), Some("4.13"));
