@@ -184,6 +184,21 @@ fn relocate_selinux_store(root: &Path) -> Result<()> {
     let Some(policy) = selinux_policy_name(root)? else {
         return Ok(());
     };
+    // Every directory on the way is the tree's own: a package's link
+    // there would have the store written outside the tree.
+    for dir in [
+        "var".to_string(),
+        "var/lib".into(),
+        "var/lib/selinux".into(),
+        format!("var/lib/selinux/{policy}"),
+        "etc".into(),
+        "etc/selinux".into(),
+        format!("etc/selinux/{policy}"),
+    ] {
+        if root.join(&dir).is_symlink() {
+            bail!("/{dir} is a symbolic link: the SELinux module store cannot move to /etc");
+        }
+    }
     let store = root.join("var/lib/selinux").join(&policy);
     if !store.join("active/modules").is_dir() {
         return Ok(());
@@ -647,6 +662,21 @@ mod tests {
             "module-store = direct\nstore-root=/etc/selinux\n"
         );
         assert!(!r.join("var/lib/selinux").exists());
+
+        // A link on the way out of the tree is refused.
+        let t = tree();
+        let r = t.path();
+        fs::create_dir_all(r.join("var/lib/selinux/targeted/active/modules")).unwrap();
+        fs::create_dir_all(r.join("etc/selinux")).unwrap();
+        fs::write(r.join("etc/selinux/config"), "SELINUXTYPE=targeted\n").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), r.join("etc/selinux/targeted")).unwrap();
+        let err = apply(r).unwrap_err().to_string();
+        assert!(
+            err.contains("/etc/selinux/targeted is a symbolic link"),
+            "{err}"
+        );
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
 
         // A policy name that is not one is refused before it names a path.
         let t = tree();
