@@ -515,7 +515,8 @@ fn grub_reads_bls(deployment: &Path, esp_efi: &Path, bios: bool) -> Result<bool>
                 stack.push(path);
             // Regular files only: a link in the image's payload may point
             // anywhere on this machine (a device that never ends, say).
-            } else if kind.is_file()
+            } else if !efi
+                && kind.is_file()
                 && path
                     .extension()
                     .is_some_and(|x| x.eq_ignore_ascii_case("efi"))

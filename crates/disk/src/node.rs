@@ -145,9 +145,6 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
                 )
             })
     };
-    // Canonical: the mount is recognised by its path in mountinfo.
-    let scratch =
-        std::fs::canonicalize(scratch).with_context(|| format!("{}", scratch.display()))?;
     let mountpoint = scratch.join("sysroot");
     std::fs::create_dir_all(&mountpoint)?;
     let job = NodeJob {
@@ -160,7 +157,7 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
     let ns = Namespace {
         map: IdMap::for_this_process()?,
         worker,
-        scratch: &scratch,
+        scratch,
     };
     ns.run(&Job::Node(job))
 }
@@ -383,7 +380,7 @@ impl Fuse2fs {
             .spawn()
             .context("starting fuse2fs")?;
         let started = Instant::now();
-        while !is_fuse_mount(mountpoint)? {
+        while !is_mount(mountpoint)? {
             if let Some(status) = child.try_wait()? {
                 bail!(
                     "fuse2fs could not open the filesystem at offset {offset} of {} ({status})",
@@ -412,33 +409,10 @@ impl Fuse2fs {
     }
 }
 
-/// Whether a fuse filesystem is mounted on `dir` (this mount namespace).
-fn is_fuse_mount(dir: &Path) -> Result<bool> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").context("reading mountinfo")?;
-    let want = dir.to_string_lossy();
-    Ok(info.lines().any(|l| {
-        let fields: Vec<&str> = l.split(' ').collect();
-        let sep = fields.iter().position(|f| *f == "-");
-        fields.get(4).map(|m| unescape(m)) == Some(want.to_string())
-            && sep
-                .and_then(|i| fields.get(i + 1))
-                .is_some_and(|t| t.starts_with("fuse"))
-    }))
-}
-
-/// mountinfo's octal escapes (`\040` for a space).
-fn unescape(field: &str) -> String {
-    let mut out = Vec::new();
-    let b = field.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 4 <= b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
-            out.push(u8::from_str_radix(&field[i + 1..i + 4], 8).unwrap_or(b'?'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// Whether a filesystem other than its parent's is mounted on `dir`.
+fn is_mount(dir: &Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let stat = |p: &Path| std::fs::metadata(p).with_context(|| format!("{}", p.display()));
+    Ok(stat(dir)?.dev() != stat(parent)?.dev())
 }

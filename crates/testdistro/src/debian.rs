@@ -117,6 +117,20 @@ impl DebCache {
         Ok(Self { debs })
     }
 
+    /// Unpacks the packages `names` (all of them when empty) into `dir`
+    /// as Debian lays them out, for running their programs in place.
+    pub fn unpack_into(&self, names: &[&str], dir: &Path) -> Result<()> {
+        if let Some(missing) = names.iter().find(|n| !self.debs.contains_key(**n)) {
+            bail!("the Debian package cache lacks {missing} (run ci/install-deps to fetch it)");
+        }
+        for (name, path) in &self.debs {
+            if names.is_empty() || names.contains(&name.as_str()) {
+                strata_process::run(Command::new("dpkg-deb").arg("-x").arg(path).arg(dir))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Debian package -> version, from the file names (`name_1%3a2.3-4_amd64.deb`).
     pub fn versions(&self) -> BTreeMap<String, String> {
         self.debs

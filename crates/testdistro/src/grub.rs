@@ -83,9 +83,7 @@ impl GrubImages {
         let debs = DebCache::find_named(cache, DEBS)?;
         let dir = tempfile::tempdir().context("temporary directory for GRUB")?;
         let root = dir.path().join("root");
-        for path in debs.debs.values() {
-            strata_process::run(Command::new("dpkg-deb").arg("-x").arg(path).arg(&root))?;
-        }
+        debs.unpack_into(&[], &root)?;
         let efi = mkimage(dir.path(), &root, "x86_64-efi", &["efi_gop"])?;
         let pc = DebCache {
             debs: debs

@@ -367,7 +367,7 @@ fn build(
     let grub_versions = grub.versions.clone();
     let debian = debian::Debian::unpack(debs)?;
     let ingredients = distro::Ingredients {
-        selinux_store: selinux::module_store(&debian)?,
+        selinux_store: selinux::module_store(debs)?,
         debian,
         nss_altfiles: native::nss_altfiles()?,
         kernel: kernel.files(&kvers[0])?,

@@ -3,7 +3,7 @@
 //! RHEL's selinux-policy-targeted installs a prebuilt module store under
 //! `/var/lib/selinux/targeted` (image builds move it to `/etc/selinux`).
 //! The fixture's is built when the fixture is generated: Debian's
-//! semodule and its libraries, taken from the unpacked packages and run
+//! semodule and its libraries, unpacked from the package cache and run
 //! with the machine's loader (Debian 12, the same glibc), install
 //! `files/selinux-base.cil` into a scratch root. What ships is what RHEL's
 //! package has: the store's `active` directory (its lock files are
@@ -15,8 +15,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::debian::Debian;
-use crate::spec::{FileKind, FileSpec};
+use crate::debian::DebCache;
+use crate::spec::FileSpec;
 
 /// Where RHEL's package has the store.
 pub const STORE: &str = "/var/lib/selinux/targeted";
@@ -38,10 +38,10 @@ const TOOLS: &[&str] = &[
 
 /// The store's files, at [`STORE`]`/active/…`, and the policy built from
 /// it, at [`POLICY`]`/…`.
-pub fn module_store(debian: &Debian) -> Result<Vec<FileSpec>> {
+pub fn module_store(debs: &DebCache) -> Result<Vec<FileSpec>> {
     let scratch = tempfile::tempdir()?;
     let tools = scratch.path().join("tools");
-    materialize(&tools, &debian.take(TOOLS))?;
+    debs.unpack_into(TOOLS, &tools)?;
     let root = scratch.path().join("root");
     std::fs::create_dir_all(root.join("var/lib/selinux"))?;
     std::fs::create_dir_all(root.join("etc/selinux/targeted"))?;
@@ -51,7 +51,7 @@ pub fn module_store(debian: &Debian) -> Result<Vec<FileSpec>> {
         format!(
             "module-store = direct\n[setfiles]\npath = {}\nargs = -q -c $@ $<\n[end]\n\
              [sefcontext_compile]\npath = {}\nargs = $@\n[end]\n",
-            tools.join("usr/sbin/setfiles").display(),
+            tools.join("sbin/setfiles").display(),
             tools.join("usr/sbin/sefcontext_compile").display()
         ),
     )?;
@@ -59,7 +59,14 @@ pub fn module_store(debian: &Debian) -> Result<Vec<FileSpec>> {
     std::fs::write(&cil, include_bytes!("../files/selinux-base.cil"))?;
     strata_process::run(
         Command::new(tools.join("usr/sbin/semodule"))
-            .env("LD_LIBRARY_PATH", tools.join("usr/lib64"))
+            .env(
+                "LD_LIBRARY_PATH",
+                format!(
+                    "{}:{}",
+                    tools.join("lib/x86_64-linux-gnu").display(),
+                    tools.join("usr/lib/x86_64-linux-gnu").display()
+                ),
+            )
             .arg("-p")
             .arg(&root)
             .args(["-s", "targeted", "-N", "-i"])
@@ -75,26 +82,6 @@ pub fn module_store(debian: &Debian) -> Result<Vec<FileSpec>> {
     out.push(FileSpec::dir(POLICY, 0o755));
     collect(&root.join("etc/selinux/targeted"), POLICY, &mut out)?;
     Ok(out)
-}
-
-/// Writes `files` under `dir` (modes kept, owners not).
-fn materialize(dir: &Path, files: &[FileSpec]) -> Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    for f in files {
-        let path = dir.join(f.path.trim_start_matches('/'));
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        match &f.kind {
-            FileKind::Dir => std::fs::create_dir_all(&path)?,
-            FileKind::File(content) => {
-                std::fs::write(&path, content)?;
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode.into()))?;
-            }
-            FileKind::Symlink(target) => std::os::unix::fs::symlink(target, &path)?,
-        }
-    }
-    Ok(())
 }
 
 /// The tree under `dir` as file specs at `at`, sorted.
