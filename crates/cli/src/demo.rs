@@ -23,20 +23,38 @@ pub struct FixtureArgs {
     /// Add N synthetic packages with a realistic size spread (benchmarks).
     #[arg(long, default_value_t = 0)]
     pub scale: usize,
+    /// Which distribution to imitate: rhel-8.6 (OpenShift 4.12), rhel-9.6
+    /// (OpenShift 4.19 and 4.20) or c9s (CentOS Stream 9, OKD).
+    #[arg(long, default_value = "rhel-8.6", value_parser = parse_flavour)]
+    pub flavour: strata_testdistro::Flavour,
     /// Print one JSON object describing the fixture on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
+fn parse_flavour(name: &str) -> Result<strata_testdistro::Flavour, String> {
+    strata_testdistro::Flavour::parse(name).ok_or_else(|| {
+        let known: Vec<&str> = strata_testdistro::Flavour::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect();
+        format!("unknown flavour (known: {})", known.join(", "))
+    })
+}
+
 pub(crate) fn fixture(args: FixtureArgs) -> Result<ExitCode> {
-    let opts = strata_testdistro::Options::default().scale(args.scale);
+    let opts = strata_testdistro::Options::default()
+        .scale(args.scale)
+        .flavour(args.flavour);
     let fixture = strata_testdistro::Fixture::generate(&args.out, &opts)?;
     if args.json {
         println!(
             "{}",
             serde_json::json!({
                 "root": fixture.root,
+                "flavour": fixture.info.flavour,
                 "release_key": fixture.info.release_key.fingerprint,
+                "node_key": fixture.info.node_key.fingerprint,
                 "epel_key": fixture.info.epel_key.fingerprint,
                 "repos": fixture.info.repos.iter().map(|r| serde_json::json!({
                     "id": r.id, "dir": r.dir, "snapshot": r.snapshot, "packages": r.packages.len(),
@@ -44,7 +62,11 @@ pub(crate) fn fixture(args: FixtureArgs) -> Result<ExitCode> {
             })
         );
     } else {
-        println!("fixture distribution at {}", fixture.root.display());
+        println!(
+            "fixture distribution ({}) at {}",
+            fixture.info.flavour,
+            fixture.root.display()
+        );
         for r in &fixture.info.repos {
             println!("  {:<28} {:>3} packages  {}", r.id, r.packages.len(), r.dir);
         }

@@ -171,9 +171,23 @@ mod tests {
                 command: Command::Fixture(FixtureArgs {
                     out: "/tmp/f".into(),
                     scale: 3,
+                    flavour: strata_testdistro::Flavour::Rhel86,
                     json: false
                 })
             }
+        );
+        let cli =
+            Cli::try_parse_from(["strata", "fixture", "--out", "f", "--flavour", "c9s"]).unwrap();
+        let Command::Fixture(args) = cli.command else {
+            panic!("not the fixture command")
+        };
+        assert_eq!(args.flavour, strata_testdistro::Flavour::C9s);
+        let e = Cli::try_parse_from(["strata", "fixture", "--out", "f", "--flavour", "rhel-9"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown flavour (known: rhel-8.6, rhel-9.6, c9s)"),
+            "{e}"
         );
     }
 }

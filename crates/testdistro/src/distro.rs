@@ -1,6 +1,7 @@
 //! What the fixture distribution contains.
 //!
-//! A small RHEL 8.6 lookalike: the packages an RHCOS base needs to boot
+//! A small RHEL lookalike (8.6, 9.6 or CentOS Stream 9: see `flavour`):
+//! the packages an RHCOS base needs to boot
 //! (filesystem, setup, bash and coreutils from busybox, systemd whose init
 //! prints the boot marker, Debian's kernel, a dracut that builds a busybox
 //! initramfs, GRUB images), ordinary packages for realistic chunking, the
@@ -9,7 +10,10 @@
 //! Scriptlets exercise what real ones do: %pre creating system users (fixed
 //! and dynamically allocated ids), %post writing under /var and /etc.
 
+use std::collections::BTreeMap;
+
 use crate::debian::{self, Debian};
+use crate::flavour::Flavour;
 use crate::kernel::KernelFiles;
 use crate::spec::{Dep, FileKind, FileSpec, PkgSpec};
 use crate::synth;
@@ -18,8 +22,12 @@ use crate::synth;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Signer {
+    /// The distribution's own key (Red Hat's, or CentOS's).
     Release,
     Epel,
+    /// The key of the node packages' repositories when they are not the
+    /// distribution's: the CentOS Cloud SIG's, for OKD.
+    Node,
 }
 
 /// One repository of the fixture, at one point in time.
@@ -34,6 +42,7 @@ pub struct RepoSpec {
 
 /// Inputs that do not come from this file: the real binaries.
 pub struct Ingredients {
+    pub flavour: Flavour,
     /// Debian's packages, unpacked: the real programs.
     pub debian: Debian,
     /// The fixture's own NSS module (`native/nss_altfiles.c`, compiled).
@@ -47,11 +56,14 @@ pub struct Ingredients {
     /// The targeted policy's module store (`crate::selinux`).
     pub selinux_store: Vec<FileSpec>,
     pub release_key_asc: String,
+    /// The node repositories' key, which CentOS ships in centos-gpg-keys.
+    pub node_key_asc: String,
     pub scale: usize,
 }
 
 pub const SNAPSHOTS: [&str; 2] = ["20261101", "20261115"];
 pub const KERNEL_VERSION: &str = "6.1.0";
+/// The default flavour's kernel releases (`Flavour::kernel_release`).
 pub const KERNEL_RELEASE: &str = "57.el8_6";
 pub const KERNEL_RELEASE_Z: &str = "57.1.el8_6";
 
@@ -61,8 +73,6 @@ const BASE_TIME: u32 = 1_792_022_400;
 const ZSTREAM_TIME: u32 = 1_794_268_800;
 /// 2026-10-20T00:00:00Z: build time of the OpenShift packages.
 const OCP_TIME: u32 = 1_792_454_400;
-
-const DIST: &str = "el8";
 
 const FILE_DATA: &[(&str, &[u8])] = &[
     (
@@ -83,20 +93,58 @@ fn data(name: &str) -> Vec<u8> {
         .expect("fixture data file exists")
 }
 
-fn os_release() -> String {
-    "NAME=\"Red Hat Enterprise Linux\"\n\
-     VERSION=\"8.6 (Ootpa)\"\n\
-     ID=\"rhel\"\n\
-     ID_LIKE=\"fedora\"\n\
-     VERSION_ID=\"8.6\"\n\
-     PLATFORM_ID=\"platform:el8\"\n\
-     PRETTY_NAME=\"Red Hat Enterprise Linux 8.6 (Ootpa)\"\n\
-     ANSI_COLOR=\"0;31\"\n\
-     CPE_NAME=\"cpe:/o:redhat:enterprise_linux:8::baseos\"\n\
-     HOME_URL=\"https://www.redhat.com/\"\n\
-     REDHAT_SUPPORT_PRODUCT=\"Red Hat Enterprise Linux 8\"\n\
-     REDHAT_SUPPORT_PRODUCT_VERSION=\"8.6\"\n"
-        .to_string()
+fn os_release(fl: Flavour) -> &'static str {
+    match fl {
+        Flavour::Rhel86 => {
+            "NAME=\"Red Hat Enterprise Linux\"\n\
+             VERSION=\"8.6 (Ootpa)\"\n\
+             ID=\"rhel\"\n\
+             ID_LIKE=\"fedora\"\n\
+             VERSION_ID=\"8.6\"\n\
+             PLATFORM_ID=\"platform:el8\"\n\
+             PRETTY_NAME=\"Red Hat Enterprise Linux 8.6 (Ootpa)\"\n\
+             ANSI_COLOR=\"0;31\"\n\
+             CPE_NAME=\"cpe:/o:redhat:enterprise_linux:8::baseos\"\n\
+             HOME_URL=\"https://www.redhat.com/\"\n\
+             REDHAT_SUPPORT_PRODUCT=\"Red Hat Enterprise Linux 8\"\n\
+             REDHAT_SUPPORT_PRODUCT_VERSION=\"8.6\"\n"
+        }
+        Flavour::Rhel96 => {
+            "NAME=\"Red Hat Enterprise Linux\"\n\
+             VERSION=\"9.6 (Plow)\"\n\
+             ID=\"rhel\"\n\
+             ID_LIKE=\"fedora\"\n\
+             VERSION_ID=\"9.6\"\n\
+             PLATFORM_ID=\"platform:el9\"\n\
+             PRETTY_NAME=\"Red Hat Enterprise Linux 9.6 (Plow)\"\n\
+             ANSI_COLOR=\"0;31\"\n\
+             LOGO=\"fedora-logo-icon\"\n\
+             CPE_NAME=\"cpe:/o:redhat:enterprise_linux:9::baseos\"\n\
+             HOME_URL=\"https://www.redhat.com/\"\n\
+             DOCUMENTATION_URL=\"https://access.redhat.com/documentation/en-us/red_hat_enterprise_linux/9\"\n\
+             BUG_REPORT_URL=\"https://issues.redhat.com/\"\n\
+             REDHAT_BUGZILLA_PRODUCT=\"Red Hat Enterprise Linux 9\"\n\
+             REDHAT_BUGZILLA_PRODUCT_VERSION=9.6\n\
+             REDHAT_SUPPORT_PRODUCT=\"Red Hat Enterprise Linux\"\n\
+             REDHAT_SUPPORT_PRODUCT_VERSION=\"9.6\"\n"
+        }
+        Flavour::C9s => {
+            "NAME=\"CentOS Stream\"\n\
+             VERSION=\"9\"\n\
+             ID=\"centos\"\n\
+             ID_LIKE=\"rhel fedora\"\n\
+             VERSION_ID=\"9\"\n\
+             PLATFORM_ID=\"platform:el9\"\n\
+             PRETTY_NAME=\"CentOS Stream 9\"\n\
+             ANSI_COLOR=\"0;31\"\n\
+             LOGO=\"fedora-logo-icon\"\n\
+             CPE_NAME=\"cpe:/o:centos:centos:9\"\n\
+             HOME_URL=\"https://centos.org/\"\n\
+             BUG_REPORT_URL=\"https://issues.redhat.com/\"\n\
+             REDHAT_SUPPORT_PRODUCT=\"Red Hat Enterprise Linux 9\"\n\
+             REDHAT_SUPPORT_PRODUCT_VERSION=\"CentOS Stream\"\n"
+        }
+    }
 }
 
 fn unit(description: &str, exec: &str) -> Vec<u8> {
@@ -149,15 +197,31 @@ fn ordinary(name: &str, version: &str, release: &str, size: usize, requires: &[&
     p
 }
 
-fn kernel_packages(files: &KernelFiles, release: &str, time: u32) -> Vec<PkgSpec> {
+/// kernel, kernel-core and kernel-modules; on RHEL 9 also
+/// kernel-modules-core, which takes the modules a machine boots with (and
+/// depmod's indexes) out of kernel-core, leaving it the kernel image.
+fn kernel_packages(fl: Flavour, files: &KernelFiles, release: &str, time: u32) -> Vec<PkgSpec> {
     let v = KERNEL_VERSION;
     let exact = |n: &str| format!("{n} = {v}-{release}");
+    let mut core_files = files.core.clone();
+    let modules_core_files: Vec<FileSpec> = if fl.has_kernel_modules_core() {
+        let base = format!("/usr/lib/modules/{}/", files.kver);
+        let (moved, kept) = core_files.into_iter().partition(|f| {
+            f.path
+                .strip_prefix(&base)
+                .is_some_and(|rel| rel.starts_with("kernel") || rel.starts_with("modules."))
+        });
+        core_files = kept;
+        moved
+    } else {
+        Vec::new()
+    };
     let mut core = PkgSpec::new("kernel-core", v, release)
         .provides(&[
             &format!("kernel-uname-r = {}", files.kver),
             "installonlypkg(kernel)",
         ])
-        .files(files.core.iter().cloned());
+        .files(core_files);
     let mut modules = PkgSpec::new("kernel-modules", v, release)
         .requires(&[&exact("kernel-core")])
         .provides(&["installonlypkg(kernel-module)"])
@@ -165,11 +229,26 @@ fn kernel_packages(files: &KernelFiles, release: &str, time: u32) -> Vec<PkgSpec
     let mut meta = PkgSpec::new("kernel", v, release)
         .requires(&[&exact("kernel-core"), &exact("kernel-modules")])
         .provides(&["installonlypkg(kernel)"]);
-    for p in [&mut core, &mut modules, &mut meta] {
+    let mut out = Vec::new();
+    if fl.has_kernel_modules_core() {
+        let modules_core = PkgSpec::new("kernel-modules-core", v, release)
+            .requires(&[&exact("kernel-core")])
+            .provides(&[
+                &format!("kernel-modules-core-uname-r = {}", files.kver),
+                "installonlypkg(kernel-module)",
+            ])
+            .files(modules_core_files);
+        core = core.requires(&[&format!("kernel-modules-core-uname-r = {}", files.kver)]);
+        modules = modules.requires(&[&exact("kernel-modules-core")]);
+        meta = meta.requires(&[&exact("kernel-modules-core")]);
+        out.push(modules_core);
+    }
+    out.extend([core, modules, meta]);
+    for p in &mut out {
         p.build_time = time;
         p.summary = format!("The Linux kernel ({})", p.name);
     }
-    vec![core, modules, meta]
+    out
 }
 
 /// A package made of Debian's real programs (see `debian.rs`): the files of
@@ -527,10 +606,13 @@ fn shadow_of(entries: &str, rest: &str) -> String {
         .collect()
 }
 
-/// rhel-8.6-baseos and rhel-8.6-appstream as of a snapshot.
-fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec>) {
+/// The flavour's baseos and appstream (`rhel-8.6-baseos`, `c9s-appstream`,
+/// …) as of a snapshot.
+fn os_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec>) {
+    let fl = ing.flavour;
     let shadow = shadow_utils(ing);
-    let mut baseos = vec![
+    let mut baseos = release_packages(fl, &ing.release_key_asc, &ing.node_key_asc);
+    baseos.extend([
         pkg("setup", "2.12.2", "6.el8").noarch().files([
             FileSpec::file("/etc/passwd", SETUP_PASSWD, 0o644).config(),
             FileSpec::file("/etc/group", SETUP_GROUP, 0o644).config(),
@@ -544,7 +626,6 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
             .requires_pre(&["setup"])
             .files(filesystem_files()),
         pkg("basesystem", "11", "5.el8").noarch().requires(&["setup", "filesystem"]),
-        redhat_release(&ing.release_key_asc),
         glibc(ing, zstream),
         nss_altfiles(ing),
         shadow.0,
@@ -565,7 +646,7 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         openssh_server(),
         chrony(),
         failing_post(),
-    ];
+    ]);
     baseos.extend(
         REAL.iter()
             .map(|(name, version, release, debs)| real(ing, name, version, release, debs)),
@@ -589,12 +670,9 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         });
     }
     baseos.extend(kernel_packages(
+        fl,
         if zstream { &ing.kernel_z } else { &ing.kernel },
-        if zstream {
-            KERNEL_RELEASE_Z
-        } else {
-            KERNEL_RELEASE
-        },
+        fl.kernel_release(zstream),
         if zstream { ZSTREAM_TIME } else { BASE_TIME },
     ));
 
@@ -708,6 +786,12 @@ fn rhel_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec
         .map(|(n, v, r, size, req)| ordinary(n, v, r, *size, req))
         .collect();
     appstream.push(ostree(ing));
+    if fl.major() >= 9 {
+        // RHEL 9's AppStream carries Ignition (the base installs it, so the
+        // base's initramfs has its module) and NetworkManager-ovs.
+        appstream.extend(ignition(ing, "el8"));
+        appstream.push(network_manager_ovs());
+    }
     baseos.push(selinux_policy());
     baseos.push(selinux_policy_common());
     baseos.push(policycoreutils(ing));
@@ -870,25 +954,69 @@ fn filesystem_files() -> Vec<FileSpec> {
     files
 }
 
-fn redhat_release(key_asc: &str) -> PkgSpec {
-    pkg("redhat-release", "8.6", "0.1.el8")
+/// The release package: RHEL's redhat-release, with Red Hat's key, or
+/// CentOS Stream's centos-stream-release and centos-gpg-keys.
+fn release_packages(fl: Flavour, key_asc: &str, node_key_asc: &str) -> Vec<PkgSpec> {
+    let (version, release, codename) = match fl {
+        Flavour::Rhel86 => ("8.6", "0.1.el8", "Ootpa"),
+        Flavour::Rhel96 => ("9.6", "0.1.el9", "Plow"),
+        Flavour::C9s => {
+            let mut main = pkg("centos-stream-release", "9.0", "26.el9")
+                .noarch()
+                .requires(&["centos-gpg-keys"])
+                .provides(&[
+                    "centos-release = 9.0-26.el9",
+                    "redhat-release = 9.0-26.el9",
+                    "system-release = 9.0-26.el9",
+                    "system-release(releasever) = 9",
+                ])
+                .files([
+                    FileSpec::file("/usr/lib/os-release", os_release(fl), 0o644),
+                    FileSpec::symlink("/etc/os-release", "../usr/lib/os-release"),
+                    FileSpec::file("/etc/centos-release", "CentOS Stream release 9\n", 0o644),
+                    FileSpec::symlink("/etc/redhat-release", "centos-release"),
+                    FileSpec::symlink("/etc/system-release", "centos-release"),
+                    FileSpec::file("/etc/system-release-cpe", "cpe:/o:centos:centos:9\n", 0o644),
+                ]);
+            main.summary = "CentOS Stream release files (fixture)".into();
+            let keys = pkg("centos-gpg-keys", "9.0", "26.el9").noarch().files([
+                FileSpec::file(
+                    "/etc/pki/rpm-gpg/RPM-GPG-KEY-centosofficial",
+                    key_asc,
+                    0o644,
+                ),
+                FileSpec::file(
+                    "/etc/pki/rpm-gpg/RPM-GPG-KEY-CentOS-SIG-Cloud",
+                    node_key_asc,
+                    0o644,
+                ),
+            ]);
+            return vec![main, keys];
+        }
+    };
+    let major = fl.major();
+    vec![pkg("redhat-release", version, release)
         .provides(&[
-            "system-release = 8.6-0.1.el8",
-            "system-release(releasever) = 8",
+            &format!("system-release = {version}-{release}"),
+            &format!("system-release(releasever) = {major}"),
             "redhat-release-eula",
         ])
         .files([
-            FileSpec::file("/usr/lib/os-release", os_release(), 0o644),
+            FileSpec::file("/usr/lib/os-release", os_release(fl), 0o644),
             FileSpec::symlink("/etc/os-release", "../usr/lib/os-release"),
             FileSpec::file(
                 "/etc/redhat-release",
-                "Red Hat Enterprise Linux release 8.6 (Ootpa)\n",
+                format!("Red Hat Enterprise Linux release {version} ({codename})\n"),
                 0o644,
             ),
             FileSpec::symlink("/etc/system-release", "redhat-release"),
             FileSpec::file(
                 "/etc/system-release-cpe",
-                "cpe:/o:redhat:enterprise_linux:8.6:ga\n",
+                if major == 8 {
+                    "cpe:/o:redhat:enterprise_linux:8.6:ga\n"
+                } else {
+                    "cpe:/o:redhat:enterprise_linux:9::baseos\n"
+                },
                 0o644,
             ),
             FileSpec::file(
@@ -896,7 +1024,7 @@ fn redhat_release(key_asc: &str) -> PkgSpec {
                 key_asc,
                 0o644,
             ),
-        ])
+        ])]
 }
 
 /// systemd: Debian's systemd 252 and its shared library, as RHEL's
@@ -1061,7 +1189,8 @@ fn boot_check() -> PkgSpec {
 /// and MOK manager, on the ESP where RHEL's package puts them — the
 /// removable-media path `EFI/BOOT` (shim as `BOOTX64.EFI`, and `fbx64.efi`,
 /// which recreates the boot entry from `BOOTX64.CSV`) and the vendor
-/// directory `EFI/redhat`. compose moves them as bootupd does.
+/// directory (`EFI/redhat`, CentOS's `EFI/centos`). compose moves them as
+/// bootupd does.
 fn shim_x64(ing: &Ingredients) -> PkgSpec {
     let debian = ing
         .debian
@@ -1075,7 +1204,10 @@ fn shim_x64(ing: &Ingredients) -> PkgSpec {
     };
     let (shim, fallback, mok) = (signed("shimx64"), signed("fbx64"), signed("mmx64"));
     // shim's own format: one UCS-2 line naming the loader and the label.
-    let csv: Vec<u8> = "shimx64.efi,Red Hat Enterprise Linux,,This is the boot entry for Red Hat Enterprise Linux\n"
+    let os = ing.flavour.os_name();
+    let vendor = ing.flavour.efi_vendor();
+    let dir = format!("/boot/efi/EFI/{vendor}");
+    let csv: Vec<u8> = format!("shimx64.efi,{os},,This is the boot entry for {os}\n")
         .encode_utf16()
         .flat_map(u16::to_le_bytes)
         .collect();
@@ -1083,32 +1215,30 @@ fn shim_x64(ing: &Ingredients) -> PkgSpec {
         FileSpec::dir("/boot/efi", 0o700),
         FileSpec::dir("/boot/efi/EFI", 0o700),
         FileSpec::dir("/boot/efi/EFI/BOOT", 0o700),
-        FileSpec::dir("/boot/efi/EFI/redhat", 0o700),
+        FileSpec::dir(&dir, 0o700),
         FileSpec::file("/boot/efi/EFI/BOOT/BOOTX64.EFI", shim.clone(), 0o700),
         FileSpec::file("/boot/efi/EFI/BOOT/fbx64.efi", fallback, 0o700),
-        FileSpec::file("/boot/efi/EFI/redhat/shimx64.efi", shim.clone(), 0o700),
-        FileSpec::file("/boot/efi/EFI/redhat/shimx64-redhat.efi", shim, 0o700),
-        FileSpec::file("/boot/efi/EFI/redhat/mmx64.efi", mok, 0o700),
-        FileSpec::file("/boot/efi/EFI/redhat/BOOTX64.CSV", csv, 0o700),
+        FileSpec::file(&format!("{dir}/shimx64.efi"), shim.clone(), 0o700),
+        FileSpec::file(&format!("{dir}/shimx64-{vendor}.efi"), shim, 0o700),
+        FileSpec::file(&format!("{dir}/mmx64.efi"), mok, 0o700),
+        FileSpec::file(&format!("{dir}/BOOTX64.CSV"), csv, 0o700),
     ]);
     p.summary = "First-stage UEFI bootloader (Debian's shim-signed)".into();
     p
 }
 
-/// RHEL's grub2-efi-x64: `grubx64.efi` in the vendor directory, with
-/// RHEL's prefix `/EFI/redhat` (see `grub::GrubImages`), beside shim, which
-/// loads it; the BLS entries directory, as RHEL's package owns it.
+/// RHEL's grub2-efi-x64: `grubx64.efi` in the vendor directory, with the
+/// vendor directory as its prefix (`/EFI/redhat`, see `grub::GrubImages`),
+/// beside shim, which loads it; the BLS entries directory, as RHEL's
+/// package owns it.
 fn grub2_efi_x64(ing: &Ingredients) -> PkgSpec {
+    let dir = format!("/boot/efi/EFI/{}", ing.flavour.efi_vendor());
     let mut p = pkg("grub2-efi-x64", GRUB_VERSION, GRUB_RELEASE)
         .requires(&["shim-x64"])
         .files(vec![
-            FileSpec::dir("/boot/efi/EFI/redhat", 0o700),
-            FileSpec::dir("/boot/efi/EFI/redhat/fonts", 0o700),
-            FileSpec::file(
-                "/boot/efi/EFI/redhat/grubx64.efi",
-                ing.grub_efi.clone(),
-                0o700,
-            ),
+            FileSpec::dir(&dir, 0o700),
+            FileSpec::dir(&format!("{dir}/fonts"), 0o700),
+            FileSpec::file(&format!("{dir}/grubx64.efi"), ing.grub_efi.clone(), 0o700),
             FileSpec::dir("/boot/loader", 0o700),
             FileSpec::dir("/boot/loader/entries", 0o700),
         ]);
@@ -1236,13 +1366,28 @@ fn chrony() -> PkgSpec {
     p
 }
 
-/// The OpenShift node packages of one release.
+/// NetworkManager's Open vSwitch plugin: in RHEL 8's rhocp repos, in
+/// RHEL 9's AppStream.
+fn network_manager_ovs() -> PkgSpec {
+    ordinary(
+        "NetworkManager-ovs",
+        "1.36.0",
+        "4.el8_6",
+        150_000,
+        &["NetworkManager = 1.36.0-4.el8_6", "openvswitch"],
+    )
+}
+
+/// The OpenShift (or OKD) node packages of one release.
 fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
+    let fl = ing.flavour;
     let (crio, tools, ovs, conmon_rs) = match release {
         "4.12" => ("1.25.4", "1.25.0", "2.17.0", "0.4.0"),
-        _ => ("1.26.3", "1.26.0", "3.1.0", "0.5.1"),
+        "4.13" => ("1.26.3", "1.26.0", "3.1.0", "0.5.1"),
+        "4.19" => ("1.32.3", "1.32.0", "3.5.0", "0.6.6"),
+        _ => ("1.33.2", "1.33.0", "3.5.0", "0.7.1"),
     };
-    let tag = format!("rhaos{release}.el8");
+    let tag = format!("rhaos{release}.el{}", fl.major());
     let ocp = format!("{release}.0");
     let mut pkgs = vec![
         ordinary(
@@ -1266,13 +1411,6 @@ fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
             1_500_000,
             &["glibc"],
         ),
-        ordinary(
-            "NetworkManager-ovs",
-            "1.36.0",
-            "4.el8_6",
-            150_000,
-            &["NetworkManager = 1.36.0-4.el8_6", "openvswitch"],
-        ),
         {
             let seed = format!("kubelet-{release}");
             pkg("openshift-kubelet", &ocp, &format!("202610200000.p0.{tag}"))
@@ -1289,13 +1427,21 @@ fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
                 ])
         },
         {
+            // RHEL 9's Fast Datapath names the package by its version.
+            let name = match fl.major() {
+                8 => "openvswitch".to_string(),
+                _ => format!("openvswitch{}", &ovs[..3]),
+            };
             let mut p = ordinary(
-                "openvswitch",
+                &name,
                 ovs,
                 &format!("1.{tag}"),
                 5_000_000,
                 &["glibc", "bash"],
             );
+            if name != "openvswitch" {
+                p.provides.push(Dep("openvswitch".into()));
+            }
             p.requires_pre.push(crate::spec::Dep("shadow-utils".into()));
             p.requires_pre.push(crate::spec::Dep("glibc".into()));
             p.pre = Some(
@@ -1307,6 +1453,9 @@ fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
             p
         },
     ];
+    if fl.major() == 8 {
+        pkgs.push(network_manager_ovs());
+    }
     if release == "4.13" {
         // On RHEL 8, Ignition comes with the node layer (4.12's repo has it
         // too in reality; the fixture's 4.12 layer leaves the initramfs
@@ -1431,13 +1580,14 @@ fn scale_packages(n: usize) -> Vec<PkgSpec> {
 
 /// Every repository of the fixture.
 pub fn repos(ing: &Ingredients) -> Vec<RepoSpec> {
+    let fl = ing.flavour;
     let mut out = Vec::new();
     for (i, snap) in SNAPSHOTS.iter().enumerate() {
-        let (baseos, appstream) = rhel_packages(ing, i == 1);
+        let (baseos, appstream) = os_packages(ing, i == 1);
         for (kind, packages) in [("baseos", baseos), ("appstream", appstream)] {
-            let id = format!("rhel-8.6-{kind}");
+            let id = format!("{}-{kind}", fl.name());
             out.push(RepoSpec {
-                name: format!("Red Hat Enterprise Linux 8.6 - {kind} (fixture snapshot {snap})"),
+                name: fl.os_repo_name(kind, snap),
                 dir: format!("snapshots/{snap}/{id}"),
                 id,
                 signer: Signer::Release,
@@ -1445,32 +1595,86 @@ pub fn repos(ing: &Ingredients) -> Vec<RepoSpec> {
             });
         }
     }
-    for release in ["4.12", "4.13"] {
-        let id = format!("rhocp-{release}-for-rhel-8");
+    for release in fl.releases() {
+        let id = fl.node_repo_id(release);
         out.push(RepoSpec {
-            name: format!("Red Hat OpenShift Container Platform {release} for RHEL 8 (fixture)"),
+            name: fl.node_repo_name(release),
             dir: id.clone(),
             id,
-            signer: Signer::Release,
+            signer: if fl.is_centos() {
+                Signer::Node
+            } else {
+                Signer::Release
+            },
             packages: rhocp_packages(ing, release),
         });
     }
     out.push(RepoSpec {
-        id: "epel-8".into(),
-        name: "Extra Packages for Enterprise Linux 8 (fixture)".into(),
-        dir: "epel-8".into(),
+        id: fl.epel_id(),
+        name: format!(
+            "Extra Packages for Enterprise Linux {} (fixture)",
+            fl.major()
+        ),
+        dir: fl.epel_id(),
         signer: Signer::Epel,
         packages: epel_packages(),
     });
     if ing.scale > 0 {
         out.push(RepoSpec {
-            id: "rhel-8.6-scale".into(),
+            id: format!("{}-scale", fl.name()),
             name: format!("Synthetic packages for benchmarks ({})", ing.scale),
             dir: "scale".into(),
             signer: Signer::Release,
             packages: scale_packages(ing.scale),
         });
     }
-    let _ = DIST;
+    adapt(fl, &mut out);
     out
+}
+
+/// Gives the packages the flavour's versions (`Flavour::evr`): the OS
+/// repositories' from RHEL 9's table, the others (node, EPEL, synthetic)
+/// only the flavour's dist tag; then points the dependencies on an exact
+/// version (`NetworkManager = …`) at the new one. The kernel's releases
+/// are the flavour's already.
+fn adapt(fl: Flavour, repos: &mut [RepoSpec]) {
+    let mut renamed: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for r in repos.iter_mut() {
+        let os = r.dir.starts_with("snapshots/");
+        for p in r
+            .packages
+            .iter_mut()
+            .filter(|p| !p.name.starts_with("kernel"))
+        {
+            let old = format!("{}-{}", p.version, p.release);
+            let (version, release) = if os {
+                fl.evr(
+                    &p.name,
+                    &p.version,
+                    &p.release,
+                    p.build_time == ZSTREAM_TIME,
+                )
+            } else {
+                fl.evr("", &p.version, &p.release, false)
+            };
+            p.version = version;
+            p.release = release;
+            let new = format!("{}-{}", p.version, p.release);
+            if new != old {
+                renamed.insert(p.name.clone(), (old, new));
+            }
+        }
+    }
+    for p in repos.iter_mut().flat_map(|r| r.packages.iter_mut()) {
+        for d in p.requires.iter_mut() {
+            let mut words = d.0.split(' ');
+            if let (Some(name), Some("="), Some(evr), None) =
+                (words.next(), words.next(), words.next(), words.next())
+            {
+                if let Some((_, new)) = renamed.get(name).filter(|(old, _)| old == evr) {
+                    d.0 = format!("{name} = {new}");
+                }
+            }
+        }
+    }
 }

@@ -3,7 +3,8 @@
 //! `ci/install-deps` (`STRATA_GRUB_CACHE`, `/var/cache/strata/grub`).
 //!
 //! RHEL ships a prebuilt `grubx64.efi` with every module built in and the
-//! prefix `/EFI/redhat`, so that it reads `EFI/redhat/grub.cfg` on the ESP
+//! prefix `/EFI/redhat` (CentOS: `/EFI/centos`), so that it reads
+//! `EFI/redhat/grub.cfg` on the ESP
 //! it was loaded from (a stub the disk stage writes, which finds the boot
 //! partition). The fixture builds its own the same way with GRUB 2.14's
 //! `grub-mkimage`, which needs unstable's glibc: it runs with unstable's
@@ -32,9 +33,6 @@ const DEBS: &[&str] = &[
     "libc6",
     "libdevmapper1.02.1",
 ];
-
-/// The prefix RHEL builds grubx64.efi with.
-const PREFIX: &str = "/EFI/redhat";
 
 /// Partition tables, filesystems, the kernel loader, search by label, and
 /// what generated configs use.
@@ -79,12 +77,14 @@ pub struct GrubImages {
 }
 
 impl GrubImages {
-    pub fn build(cache: &Path) -> Result<Self> {
+    /// `vendor`: the EFI vendor directory, which is grubx64.efi's prefix.
+    pub fn build(cache: &Path, vendor: &str) -> Result<Self> {
         let debs = DebCache::find_named(cache, DEBS)?;
         let dir = tempfile::tempdir().context("temporary directory for GRUB")?;
         let root = dir.path().join("root");
         debs.unpack_into(&[], &root)?;
-        let efi = mkimage(dir.path(), &root, "x86_64-efi", &["efi_gop"])?;
+        let prefix = format!("/EFI/{vendor}");
+        let efi = mkimage(dir.path(), &root, "x86_64-efi", &prefix, &["efi_gop"])?;
         let pc = DebCache {
             debs: debs
                 .debs
@@ -104,7 +104,7 @@ impl GrubImages {
 
 /// `grub-mkimage` of the unpacked cache at `root`, run with its own loader
 /// and libraries (the rest, e.g. libselinux, the machine's).
-fn mkimage(dir: &Path, root: &Path, format: &str, extra: &[&str]) -> Result<Vec<u8>> {
+fn mkimage(dir: &Path, root: &Path, format: &str, prefix: &str, extra: &[&str]) -> Result<Vec<u8>> {
     let libs: PathBuf = root.join("usr/lib/x86_64-linux-gnu");
     let loader = libs.join("ld-linux-x86-64.so.2");
     let moddir = root.join("usr/lib/grub").join(format);
@@ -119,7 +119,7 @@ fn mkimage(dir: &Path, root: &Path, format: &str, extra: &[&str]) -> Result<Vec<
             .arg("-d")
             .arg(&moddir)
             .arg("-p")
-            .arg(PREFIX)
+            .arg(prefix)
             .arg("-o")
             .arg(&out)
             .args(MODULES)

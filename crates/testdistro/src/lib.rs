@@ -1,7 +1,8 @@
 //! Generates the fixture RPM distribution every strata test, benchmark and
 //! the demo build from.
 //!
-//! The fixture is an offline, signed, bootable RHEL 8.6 lookalike: real
+//! The fixture is an offline, signed, bootable RHEL lookalike (8.6 by
+//! default; 9.6 or CentOS Stream 9 by [`Flavour`]): real
 //! RPMs (built with the `rpm` crate), real repodata (createrepo_c), Debian's
 //! real kernel and programs (docs/fixture.md), GRUB images from
 //! grub-mkimage. Same inputs give byte-identical packages and repodata, and
@@ -14,6 +15,7 @@
 //! - [`scratch`]: test directories that do not outlive the run.
 //! - [`spec`]: package descriptions and building them into signed RPMs.
 //! - `distro`: what the fixture contains (packages, repos, snapshots).
+//! - [`Flavour`]: which distribution it imitates.
 //! - `kernel`: Debian's kernel split into kernel-core / kernel-modules.
 //! - `grub`: GRUB EFI and BIOS images.
 //! - `keys`: deterministic signing keys.
@@ -23,6 +25,7 @@
 pub mod boot;
 mod debian;
 mod distro;
+mod flavour;
 mod grub;
 pub mod initrd;
 mod kernel;
@@ -43,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use distro::{KERNEL_RELEASE, KERNEL_RELEASE_Z, SNAPSHOTS};
+pub use flavour::Flavour;
 pub use keys::FixtureKey;
 
 /// Bumped by hand only when the layout changes in a way the source hash
@@ -52,6 +56,7 @@ const FORMAT: u32 = 1;
 const SOURCES: &[&[u8]] = &[
     include_bytes!("lib.rs"),
     include_bytes!("distro.rs"),
+    include_bytes!("flavour.rs"),
     include_bytes!("grub.rs"),
     include_bytes!("kernel.rs"),
     include_bytes!("keys.rs"),
@@ -67,6 +72,8 @@ const SOURCES: &[&[u8]] = &[
 ];
 
 const RELEASE_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-release";
+const CENTOS_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-centos";
+const CLOUD_SIG_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-centos-sig-cloud";
 const EPEL_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-epel";
 const INFO_FILE: &str = "fixture.json";
 
@@ -74,6 +81,8 @@ const INFO_FILE: &str = "fixture.json";
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct Options {
+    /// Which distribution to imitate (`--flavour`).
+    pub flavour: Flavour,
     /// Synthetic packages to add for benchmarks (`--scale N`).
     pub scale: usize,
     /// Where `ci/install-deps` put the Debian kernel package.
@@ -87,6 +96,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
+            flavour: Flavour::default(),
             scale: 0,
             kernel_cache: std::env::var_os("STRATA_KERNEL_CACHE")
                 .map(PathBuf::from)
@@ -106,6 +116,11 @@ impl Options {
         self.scale = n;
         self
     }
+
+    pub fn flavour(mut self, flavour: Flavour) -> Self {
+        self.flavour = flavour;
+        self
+    }
 }
 
 /// A generated fixture on disk.
@@ -119,7 +134,13 @@ pub struct Fixture {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FixtureInfo {
     pub cache_key: String,
+    /// `rhel-8.6`, `rhel-9.6` or `c9s` ([`Flavour::name`]).
+    pub flavour: String,
+    /// The distribution's key: Red Hat's release key, or CentOS's.
     pub release_key: KeyInfo,
+    /// The key of the node packages' repositories: Red Hat's release key
+    /// again, or the CentOS Cloud SIG's (OKD).
+    pub node_key: KeyInfo,
     pub epel_key: KeyInfo,
     /// Debian package -> version, of every package whose programs the
     /// fixture carries (`debian/packages`).
@@ -172,8 +193,15 @@ impl Fixture {
         let deb = kernel::find_deb(&opts.kernel_cache)?;
         let debs = debian::DebCache::find(&opts.deb_cache)?;
         let compiler = native::compiler_version()?;
-        let grub = grub::GrubImages::build(&opts.grub_cache)?;
-        let key = cache_key(&deb, &debs, &compiler, &grub.versions, opts.scale)?;
+        let grub = grub::GrubImages::build(&opts.grub_cache, opts.flavour.efi_vendor())?;
+        let key = cache_key(
+            opts.flavour,
+            &deb,
+            &debs,
+            &compiler,
+            &grub.versions,
+            opts.scale,
+        )?;
 
         let parent = out
             .parent()
@@ -199,7 +227,15 @@ impl Fixture {
             .prefix(".fixture-")
             .tempdir_in(parent)
             .with_context(|| format!("creating a staging directory in {}", parent.display()))?;
-        let info = build(staging.path(), &deb, &debs, grub, key, opts.scale)?;
+        let info = build(
+            staging.path(),
+            opts.flavour,
+            &deb,
+            &debs,
+            grub,
+            key,
+            opts.scale,
+        )?;
         if out.exists() {
             std::fs::remove_dir_all(out)
                 .with_context(|| format!("removing the outdated fixture {}", out.display()))?;
@@ -231,17 +267,34 @@ impl Fixture {
     /// The fixture shared by every test of the workspace, generated once
     /// into `target/strata-fixture` (or `$STRATA_FIXTURE_DIR`).
     pub fn for_tests() -> Result<Fixture> {
-        static CELL: std::sync::OnceLock<Fixture> = std::sync::OnceLock::new();
-        if let Some(f) = CELL.get() {
+        Self::for_tests_flavour(Flavour::default())
+    }
+
+    /// The shared fixture of `flavour`: the default's directory, or that
+    /// directory's name with `-<flavour>` appended.
+    pub fn for_tests_flavour(flavour: Flavour) -> Result<Fixture> {
+        static CELLS: std::sync::Mutex<BTreeMap<Flavour, Fixture>> =
+            std::sync::Mutex::new(BTreeMap::new());
+        let mut cells = CELLS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = cells.get(&flavour) {
             return Ok(f.clone());
         }
-        let dir = std::env::var_os("STRATA_FIXTURE_DIR")
+        let mut dir = std::env::var_os("STRATA_FIXTURE_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
                 Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/strata-fixture")
-            });
-        let f = Self::generate(&dir, &Options::default())?;
-        Ok(CELL.get_or_init(|| f).clone())
+            })
+            .into_os_string();
+        if flavour != Flavour::default() {
+            dir.push(format!("-{flavour}"));
+        }
+        let f = Self::generate(Path::new(&dir), &Options::default().flavour(flavour))?;
+        cells.insert(flavour, f.clone());
+        Ok(f)
+    }
+
+    pub fn flavour(&self) -> Flavour {
+        Flavour::parse(&self.info.flavour).unwrap_or_default()
     }
 
     pub fn repo(&self, id: &str, snapshot: Option<&str>) -> Option<&RepoInfo> {
@@ -261,6 +314,7 @@ impl Fixture {
     pub fn build_repo(dir: &Path, packages: &[spec::PkgSpec], signing: Signing) -> Result<()> {
         let key = match signing {
             Signing::Release => Some(release_key()?),
+            Signing::Centos => Some(centos_key()?),
             Signing::Epel => Some(epel_key()?),
             Signing::Unsigned => None,
         };
@@ -288,24 +342,44 @@ impl Fixture {
         repo::write_repo(dir, &files, revision)
     }
 
-    /// The `.repo` file for the RHEL repos of `snapshot`.
+    /// The `.repo` file for the OS repos (baseos, appstream) of `snapshot`.
     pub fn rhel_repo_file(&self, snapshot: &str) -> PathBuf {
-        self.root.join(format!("repos/rhel-8.6-{snapshot}.repo"))
+        self.root
+            .join(format!("repos/{}-{snapshot}.repo", self.info.flavour))
     }
 }
 
 /// How [`Fixture::build_repo`] signs packages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signing {
+    /// Red Hat's release key (RHEL's packages and the rhocp repos).
     Release,
+    /// CentOS's key (CentOS Stream's packages).
+    Centos,
     Epel,
     Unsigned,
 }
 
+/// Red Hat's release key: it signs RHEL 8 and RHEL 9 alike, as Red Hat's
+/// does.
 fn release_key() -> Result<FixtureKey> {
     FixtureKey::derive(
         "strata fixture RHEL release key",
         "strata fixture RHEL release key <release@fixture.strata.invalid>",
+    )
+}
+
+fn centos_key() -> Result<FixtureKey> {
+    FixtureKey::derive(
+        "strata fixture CentOS key",
+        "strata fixture CentOS key <security@fixture-centos.strata.invalid>",
+    )
+}
+
+fn cloud_sig_key() -> Result<FixtureKey> {
+    FixtureKey::derive(
+        "strata fixture CentOS Cloud SIG key",
+        "strata fixture CentOS Cloud SIG key <cloud-sig@fixture-centos.strata.invalid>",
     )
 }
 
@@ -317,6 +391,7 @@ fn epel_key() -> Result<FixtureKey> {
 }
 
 fn cache_key(
+    flavour: Flavour,
     deb: &Path,
     debs: &debian::DebCache,
     compiler: &str,
@@ -325,6 +400,7 @@ fn cache_key(
 ) -> Result<String> {
     let mut h = Sha256::new();
     h.update(FORMAT.to_le_bytes());
+    h.update(flavour.name().as_bytes());
     for s in SOURCES {
         h.update(Sha256::digest(s));
     }
@@ -350,13 +426,28 @@ fn cache_key(
 #[allow(clippy::too_many_arguments)]
 fn build(
     root: &Path,
+    flavour: Flavour,
     deb: &Path,
     debs: &debian::DebCache,
     grub: grub::GrubImages,
     cache_key: String,
     scale: usize,
 ) -> Result<FixtureInfo> {
-    let release_key = release_key()?;
+    let (release_key, release_file, node_key, node_file) = if flavour.is_centos() {
+        (
+            centos_key()?,
+            CENTOS_KEY_FILE,
+            cloud_sig_key()?,
+            CLOUD_SIG_KEY_FILE,
+        )
+    } else {
+        (
+            release_key()?,
+            RELEASE_KEY_FILE,
+            release_key()?,
+            RELEASE_KEY_FILE,
+        )
+    };
     let epel_key = epel_key()?;
     let kernel = kernel::Kernel::unpack(deb)?;
     // The modules directory is the kernel's own `uname -r`, as on RHEL:
@@ -367,6 +458,7 @@ fn build(
     let grub_versions = grub.versions.clone();
     let debian = debian::Debian::unpack(debs)?;
     let ingredients = distro::Ingredients {
+        flavour,
         selinux_store: selinux::module_store(debs)?,
         debian,
         nss_altfiles: native::nss_altfiles()?,
@@ -389,6 +481,7 @@ fn build(
         grub_efi: grub.efi,
         grub_pc_files: grub.pc_files,
         release_key_asc: release_key.public_asc.clone(),
+        node_key_asc: node_key.public_asc.clone(),
         scale,
     };
     let repos = distro::repos(&ingredients);
@@ -396,12 +489,15 @@ fn build(
 
     let keys_dir = root.join("keys");
     std::fs::create_dir_all(&keys_dir)?;
-    std::fs::write(keys_dir.join(RELEASE_KEY_FILE), &release_key.public_asc)?;
+    std::fs::write(keys_dir.join(release_file), &release_key.public_asc)?;
+    std::fs::write(keys_dir.join(node_file), &node_key.public_asc)?;
     std::fs::write(keys_dir.join(EPEL_KEY_FILE), &epel_key.public_asc)?;
     let release_signer = rpm::signature::pgp::Signer::from_asc(&release_key.secret_asc)?;
+    let node_signer = rpm::signature::pgp::Signer::from_asc(&node_key.secret_asc)?;
     let epel_signer = rpm::signature::pgp::Signer::from_asc(&epel_key.secret_asc)?;
     let signer_for = |s: distro::Signer| match s {
         distro::Signer::Release => &release_signer,
+        distro::Signer::Node => &node_signer,
         distro::Signer::Epel => &epel_signer,
     };
 
@@ -446,6 +542,7 @@ fn build(
             snapshot,
             signed_by: match r.signer {
                 distro::Signer::Release => release_key.fingerprint.clone(),
+                distro::Signer::Node => node_key.fingerprint.clone(),
                 distro::Signer::Epel => epel_key.fingerprint.clone(),
             },
             packages,
@@ -460,7 +557,9 @@ fn build(
     };
     let info = FixtureInfo {
         cache_key,
-        release_key: key_info(&release_key, RELEASE_KEY_FILE),
+        flavour: flavour.name().into(),
+        release_key: key_info(&release_key, release_file),
+        node_key: key_info(&node_key, node_file),
         epel_key: key_info(&epel_key, EPEL_KEY_FILE),
         debian: debs.versions(),
         grub: grub_versions,
@@ -516,16 +615,15 @@ fn write_repo_files(root: &Path, info: &FixtureInfo) -> Result<()> {
     let url = |rel: &str| format!("file://{}/{rel}", root.display());
     let mut files: BTreeMap<String, Vec<repo::RepoFileEntry<'_>>> = BTreeMap::new();
     for r in &info.repos {
-        let file = match (&r.snapshot, r.id.as_str()) {
-            (Some(s), _) => format!("rhel-8.6-{s}"),
-            (None, "rhel-8.6-scale") => "scale".into(),
-            (None, id) => id.trim_end_matches("-for-rhel-8").to_string(),
+        let file = match (&r.snapshot, r.dir.as_str()) {
+            (Some(s), _) => format!("{}-{s}", info.flavour),
+            (None, "scale") => "scale".into(),
+            (None, _) => r.id.split("-for-rhel-").next().unwrap_or(&r.id).to_string(),
         };
-        let key = if r.signed_by == info.epel_key.fingerprint {
-            &info.epel_key.path
-        } else {
-            &info.release_key.path
-        };
+        let key = [&info.epel_key, &info.node_key, &info.release_key]
+            .into_iter()
+            .find(|k| k.fingerprint == r.signed_by)
+            .map_or(&info.release_key.path, |k| &k.path);
         files.entry(file).or_default().push(repo::RepoFileEntry {
             id: &r.id,
             name: &r.name,
