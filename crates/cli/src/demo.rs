@@ -54,7 +54,9 @@ pub(crate) fn fixture(args: FixtureArgs) -> Result<ExitCode> {
                 "root": fixture.root,
                 "flavour": fixture.info.flavour,
                 "release_key": fixture.info.release_key.fingerprint,
-                "node_key": fixture.info.node_key.fingerprint,
+                "keys": fixture.info.keys.iter()
+                    .map(|(role, k)| (role.clone(), serde_json::json!(k.fingerprint)))
+                    .collect::<serde_json::Map<_, _>>(),
                 "epel_key": fixture.info.epel_key.fingerprint,
                 "repos": fixture.info.repos.iter().map(|r| serde_json::json!({
                     "id": r.id, "dir": r.dir, "snapshot": r.snapshot, "packages": r.packages.len(),

@@ -780,7 +780,13 @@ fn build_tree(
         remove_files: p.manifest.remove_files.clone(),
         postprocess: p.manifest.postprocess.clone(),
         units: p.manifest.units.clone(),
-        os_release: os_release_values(&p.manifest, &version, &release, &opts_rhel(lower)),
+        os_release: os_release_values(
+            &p.manifest,
+            &version,
+            &release,
+            &opts_rhel(lower),
+            os_release_value(lower, "ID").as_deref() == Some("centos"),
+        ),
         source_date_epoch: p.sde,
         base_rpmdb_sqlite: base_rpmdb_sqlite.to_path_buf(),
         initramfs_generator: p.initramfs_generator.clone(),
@@ -838,12 +844,19 @@ fn os_release_values(
     version: &str,
     release: &str,
     rhel: &str,
+    centos: bool,
 ) -> Vec<(String, String)> {
     // As RHCOS's node image names itself: ID rhcos, the OpenShift release
-    // as VERSION_ID, the RHEL minor in RHEL_VERSION (docs/formats.md).
+    // as VERSION_ID, the RHEL minor in RHEL_VERSION (docs/formats.md); on
+    // a CentOS Stream base, OKD's SCOS.
+    let (name, id, product, os) = if centos {
+        ("CentOS Stream CoreOS", "scos", "OKD", "CentOS Stream")
+    } else {
+        ("Red Hat Enterprise Linux CoreOS", "rhcos", "OpenShift", "RHEL")
+    };
     vec![
-        ("NAME".into(), "Red Hat Enterprise Linux CoreOS".into()),
-        ("ID".into(), "rhcos".into()),
+        ("NAME".into(), name.into()),
+        ("ID".into(), id.into()),
         ("ID_LIKE".into(), "rhel fedora".into()),
         ("VERSION".into(), version.into()),
         ("VERSION_ID".into(), release.into()),
@@ -854,10 +867,7 @@ fn os_release_values(
         ("OSTREE_VERSION".into(), version.into()),
         (
             "PRETTY_NAME".into(),
-            format!(
-                "Red Hat Enterprise Linux CoreOS {version} (OpenShift {}, RHEL {rhel})",
-                m.release
-            ),
+            format!("{name} {version} ({product} {}, {os} {rhel})", m.release),
         ),
     ]
 }

@@ -19,15 +19,31 @@ use crate::spec::{Dep, FileKind, FileSpec, PkgSpec};
 use crate::synth;
 
 /// Which key signs a repository's packages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signer {
     /// The distribution's own key (Red Hat's, or CentOS's).
     Release,
     Epel,
-    /// The key of the node packages' repositories when they are not the
-    /// distribution's: the CentOS Cloud SIG's, for OKD.
-    Node,
+    /// Red Hat's release key where the distribution is CentOS (OKD takes
+    /// the kubelet from Red Hat's repo).
+    RedHat,
+    /// The CentOS Cloud SIG's key (OKD's cri-o).
+    CloudSig,
+    /// The CentOS NFV SIG's key (Open vSwitch).
+    NfvSig,
+}
+
+impl Signer {
+    /// The name fixture.json lists its key under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signer::Release => "release",
+            Signer::Epel => "epel",
+            Signer::RedHat => "redhat",
+            Signer::CloudSig => "cloud-sig",
+            Signer::NfvSig => "nfv-sig",
+        }
+    }
 }
 
 /// One repository of the fixture, at one point in time.
@@ -56,8 +72,9 @@ pub struct Ingredients {
     /// The targeted policy's module store (`crate::selinux`).
     pub selinux_store: Vec<FileSpec>,
     pub release_key_asc: String,
-    /// The node repositories' key, which CentOS ships in centos-gpg-keys.
-    pub node_key_asc: String,
+    /// The CentOS SIGs' keys (file name in `/etc/pki/rpm-gpg`, armored
+    /// key), which centos-gpg-keys ships beside CentOS's own.
+    pub sig_keys: Vec<(&'static str, String)>,
     pub scale: usize,
 }
 
@@ -611,7 +628,7 @@ fn shadow_of(entries: &str, rest: &str) -> String {
 fn os_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Vec<PkgSpec>) {
     let fl = ing.flavour;
     let shadow = shadow_utils(ing);
-    let mut baseos = release_packages(fl, &ing.release_key_asc, &ing.node_key_asc);
+    let mut baseos = release_packages(fl, &ing.release_key_asc, &ing.sig_keys);
     baseos.extend([
         pkg("setup", "2.12.2", "6.el8").noarch().files([
             FileSpec::file("/etc/passwd", SETUP_PASSWD, 0o644).config(),
@@ -956,7 +973,11 @@ fn filesystem_files() -> Vec<FileSpec> {
 
 /// The release package: RHEL's redhat-release, with Red Hat's key, or
 /// CentOS Stream's centos-stream-release and centos-gpg-keys.
-fn release_packages(fl: Flavour, key_asc: &str, node_key_asc: &str) -> Vec<PkgSpec> {
+fn release_packages(
+    fl: Flavour,
+    key_asc: &str,
+    sig_keys: &[(&'static str, String)],
+) -> Vec<PkgSpec> {
     let (version, release, codename) = match fl {
         Flavour::Rhel86 => ("8.6", "0.1.el8", "Ootpa"),
         Flavour::Rhel96 => ("9.6", "0.1.el9", "Plow"),
@@ -979,18 +1000,16 @@ fn release_packages(fl: Flavour, key_asc: &str, node_key_asc: &str) -> Vec<PkgSp
                     FileSpec::file("/etc/system-release-cpe", "cpe:/o:centos:centos:9\n", 0o644),
                 ]);
             main.summary = "CentOS Stream release files (fixture)".into();
-            let keys = pkg("centos-gpg-keys", "9.0", "26.el9").noarch().files([
-                FileSpec::file(
-                    "/etc/pki/rpm-gpg/RPM-GPG-KEY-centosofficial",
-                    key_asc,
-                    0o644,
-                ),
-                FileSpec::file(
-                    "/etc/pki/rpm-gpg/RPM-GPG-KEY-CentOS-SIG-Cloud",
-                    node_key_asc,
-                    0o644,
-                ),
-            ]);
+            let keys = pkg("centos-gpg-keys", "9.0", "26.el9")
+                .noarch()
+                .files(
+                    [("RPM-GPG-KEY-centosofficial", key_asc)]
+                        .into_iter()
+                        .chain(sig_keys.iter().map(|(f, k)| (*f, k.as_str())))
+                        .map(|(file, asc)| {
+                            FileSpec::file(&format!("/etc/pki/rpm-gpg/{file}"), asc, 0o644)
+                        }),
+                );
             return vec![main, keys];
         }
     };
@@ -1366,6 +1385,24 @@ fn chrony() -> PkgSpec {
     p
 }
 
+/// Open vSwitch, with its %pre creating its user as the real one does.
+fn openvswitch(name: &str, version: &str, release: &str) -> PkgSpec {
+    let mut p = ordinary(name, version, release, 5_000_000, &["glibc", "bash"]);
+    if name != "openvswitch" {
+        p.provides.push(Dep("openvswitch".into()));
+    }
+    p.requires_pre.push(Dep("shadow-utils".into()));
+    p.requires_pre.push(Dep("glibc".into()));
+    p.pre = Some(
+        "getent group openvswitch >/dev/null || groupadd -r openvswitch\n\
+         getent passwd openvswitch >/dev/null || useradd -r -g openvswitch -d / -s /sbin/nologin openvswitch\n"
+            .into(),
+    );
+    p.post = Some("mkdir -p /var/lib/openvswitch /etc/openvswitch\necho 'fixture' > /etc/openvswitch/system-id.conf\n".into());
+    p.build_time = OCP_TIME;
+    p
+}
+
 /// NetworkManager's Open vSwitch plugin: in RHEL 8's rhocp repos, in
 /// RHEL 9's AppStream.
 fn network_manager_ovs() -> PkgSpec {
@@ -1426,34 +1463,11 @@ fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
                     FileSpec::dir("/etc/kubernetes/manifests", 0o755),
                 ])
         },
-        {
-            // RHEL 9's Fast Datapath names the package by its version.
-            let name = match fl.major() {
-                8 => "openvswitch".to_string(),
-                _ => format!("openvswitch{}", &ovs[..3]),
-            };
-            let mut p = ordinary(
-                &name,
-                ovs,
-                &format!("1.{tag}"),
-                5_000_000,
-                &["glibc", "bash"],
-            );
-            if name != "openvswitch" {
-                p.provides.push(Dep("openvswitch".into()));
-            }
-            p.requires_pre.push(crate::spec::Dep("shadow-utils".into()));
-            p.requires_pre.push(crate::spec::Dep("glibc".into()));
-            p.pre = Some(
-                "getent group openvswitch >/dev/null || groupadd -r openvswitch\n\
-                 getent passwd openvswitch >/dev/null || useradd -r -g openvswitch -d / -s /sbin/nologin openvswitch\n"
-                    .into(),
-            );
-            p.post = Some("mkdir -p /var/lib/openvswitch /etc/openvswitch\necho 'fixture' > /etc/openvswitch/system-id.conf\n".into());
-            p
-        },
     ];
     if fl.major() == 8 {
+        // RHEL 8's rhocp repos carry Open vSwitch and NetworkManager's
+        // plugin for it; on RHEL 9 they are Fast Datapath's and AppStream's.
+        pkgs.push(openvswitch("openvswitch", ovs, &format!("1.{tag}")));
         pkgs.push(network_manager_ovs());
     }
     if release == "4.13" {
@@ -1578,6 +1592,67 @@ fn scale_packages(n: usize) -> Vec<PkgSpec> {
         .collect()
 }
 
+/// The repositories of the OpenShift node packages. RHEL 8: one rhocp
+/// repo per release with all of them. RHEL 9: Open vSwitch comes from Fast
+/// Datapath. OKD on CentOS Stream 9: cri-o and its tools from the Cloud
+/// SIG's OKD repo, Open vSwitch from the NFV SIG, and the kubelet from
+/// Red Hat's rhocp repo (OKD builds take `openshift-*` from there).
+fn node_repos(ing: &Ingredients) -> Vec<RepoSpec> {
+    let fl = ing.flavour;
+    let mut out = Vec::new();
+    let repo = |id: String, name: String, signer: Signer, packages: Vec<PkgSpec>| RepoSpec {
+        dir: id.clone(),
+        id,
+        name,
+        signer,
+        packages,
+    };
+    for release in fl.releases() {
+        let mut packages = rhocp_packages(ing, release);
+        let rhocp = format!("rhocp-{release}-for-rhel-{}", fl.major());
+        let rhocp_name = format!(
+            "Red Hat OpenShift Container Platform {release} for RHEL {} (fixture)",
+            fl.major()
+        );
+        if fl.is_centos() {
+            let kubelet = packages
+                .iter()
+                .position(|p| p.name == "openshift-kubelet")
+                .map(|i| packages.remove(i))
+                .into_iter()
+                .collect();
+            out.push(repo(rhocp, rhocp_name, Signer::RedHat, kubelet));
+            out.push(repo(
+                format!("c9s-sig-cloud-okd-{release}"),
+                format!("CentOS Stream 9 - SIG Cloud OKD {release} (fixture)"),
+                Signer::CloudSig,
+                packages,
+            ));
+        } else {
+            out.push(repo(rhocp, rhocp_name, Signer::Release, packages));
+        }
+    }
+    if fl.major() >= 9 {
+        let ovs = |release: &str| vec![openvswitch("openvswitch3.5", "3.5.0", release)];
+        out.push(if fl.is_centos() {
+            repo(
+                "c9s-sig-nfv".into(),
+                "CentOS Stream 9 - SIG NFV (fixture)".into(),
+                Signer::NfvSig,
+                ovs("19.el9s"),
+            )
+        } else {
+            repo(
+                "fast-datapath-for-rhel-9".into(),
+                "Fast Datapath for RHEL 9 (fixture)".into(),
+                Signer::Release,
+                ovs("19.el9fdp"),
+            )
+        });
+    }
+    out
+}
+
 /// Every repository of the fixture.
 pub fn repos(ing: &Ingredients) -> Vec<RepoSpec> {
     let fl = ing.flavour;
@@ -1595,20 +1670,7 @@ pub fn repos(ing: &Ingredients) -> Vec<RepoSpec> {
             });
         }
     }
-    for release in fl.releases() {
-        let id = fl.node_repo_id(release);
-        out.push(RepoSpec {
-            name: fl.node_repo_name(release),
-            dir: id.clone(),
-            id,
-            signer: if fl.is_centos() {
-                Signer::Node
-            } else {
-                Signer::Release
-            },
-            packages: rhocp_packages(ing, release),
-        });
-    }
+    out.extend(node_repos(ing));
     out.push(RepoSpec {
         id: fl.epel_id(),
         name: format!(

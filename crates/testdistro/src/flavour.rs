@@ -65,29 +65,6 @@ impl Flavour {
         }
     }
 
-    /// The node repository of `release`: Red Hat's rhocp repos, or for OKD
-    /// the CentOS Cloud SIG's OKD repo.
-    pub fn node_repo_id(self, release: &str) -> String {
-        match self {
-            Flavour::Rhel86 | Flavour::Rhel96 => {
-                format!("rhocp-{release}-for-rhel-{}", self.major())
-            }
-            Flavour::C9s => format!("c9s-sig-cloud-okd-{release}"),
-        }
-    }
-
-    pub fn node_repo_name(self, release: &str) -> String {
-        match self {
-            Flavour::Rhel86 | Flavour::Rhel96 => format!(
-                "Red Hat OpenShift Container Platform {release} for RHEL {} (fixture)",
-                self.major()
-            ),
-            Flavour::C9s => {
-                format!("CentOS Stream 9 - Cloud SIG - OKD {release} (fixture)")
-            }
-        }
-    }
-
     /// The OS repositories' display names.
     pub fn os_repo_name(self, kind: &str, snapshot: &str) -> String {
         let kind = match kind {

@@ -74,6 +74,7 @@ const SOURCES: &[&[u8]] = &[
 const RELEASE_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-release";
 const CENTOS_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-centos";
 const CLOUD_SIG_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-centos-sig-cloud";
+const NFV_SIG_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-centos-sig-nfv";
 const EPEL_KEY_FILE: &str = "RPM-GPG-KEY-strata-fixture-epel";
 const INFO_FILE: &str = "fixture.json";
 
@@ -138,10 +139,11 @@ pub struct FixtureInfo {
     pub flavour: String,
     /// The distribution's key: Red Hat's release key, or CentOS's.
     pub release_key: KeyInfo,
-    /// The key of the node packages' repositories: Red Hat's release key
-    /// again, or the CentOS Cloud SIG's (OKD).
-    pub node_key: KeyInfo,
     pub epel_key: KeyInfo,
+    /// Every key that signs packages of the fixture, by role: `release`
+    /// (the distribution's), `epel`, and on CentOS `redhat` (the kubelet
+    /// OKD takes from Red Hat), `cloud-sig` and `nfv-sig`.
+    pub keys: BTreeMap<String, KeyInfo>,
     /// Debian package -> version, of every package whose programs the
     /// fixture carries (`debian/packages`).
     pub debian: BTreeMap<String, String>,
@@ -376,6 +378,13 @@ fn centos_key() -> Result<FixtureKey> {
     )
 }
 
+fn nfv_sig_key() -> Result<FixtureKey> {
+    FixtureKey::derive(
+        "strata fixture CentOS NFV SIG key",
+        "strata fixture CentOS NFV SIG key <nfv-sig@fixture-centos.strata.invalid>",
+    )
+}
+
 fn cloud_sig_key() -> Result<FixtureKey> {
     FixtureKey::derive(
         "strata fixture CentOS Cloud SIG key",
@@ -433,22 +442,26 @@ fn build(
     cache_key: String,
     scale: usize,
 ) -> Result<FixtureInfo> {
-    let (release_key, release_file, node_key, node_file) = if flavour.is_centos() {
-        (
-            centos_key()?,
-            CENTOS_KEY_FILE,
-            cloud_sig_key()?,
-            CLOUD_SIG_KEY_FILE,
-        )
+    // Each signer's key and the file it is published as under keys/.
+    let mut keys: Vec<(distro::Signer, FixtureKey, &str)> = if flavour.is_centos() {
+        vec![
+            (distro::Signer::Release, centos_key()?, CENTOS_KEY_FILE),
+            (distro::Signer::RedHat, release_key()?, RELEASE_KEY_FILE),
+            (distro::Signer::CloudSig, cloud_sig_key()?, CLOUD_SIG_KEY_FILE),
+            (distro::Signer::NfvSig, nfv_sig_key()?, NFV_SIG_KEY_FILE),
+        ]
     } else {
-        (
-            release_key()?,
-            RELEASE_KEY_FILE,
-            release_key()?,
-            RELEASE_KEY_FILE,
-        )
+        vec![(distro::Signer::Release, release_key()?, RELEASE_KEY_FILE)]
     };
-    let epel_key = epel_key()?;
+    keys.push((distro::Signer::Epel, epel_key()?, EPEL_KEY_FILE));
+    let key_of = |s: distro::Signer| {
+        keys.iter()
+            .find(|(signer, _, _)| *signer == s)
+            .map(|(_, k, file)| (k, *file))
+            .expect("every signer the flavour uses has a key")
+    };
+    let (release_key, release_file) = key_of(distro::Signer::Release);
+    let (epel_key, _) = key_of(distro::Signer::Epel);
     let kernel = kernel::Kernel::unpack(deb)?;
     // The modules directory is the kernel's own `uname -r`, as on RHEL:
     // udev and modprobe look there. The fixture has one Debian kernel
@@ -481,7 +494,17 @@ fn build(
         grub_efi: grub.efi,
         grub_pc_files: grub.pc_files,
         release_key_asc: release_key.public_asc.clone(),
-        node_key_asc: node_key.public_asc.clone(),
+        sig_keys: keys
+            .iter()
+            .filter_map(|(s, k, _)| {
+                let file = match s {
+                    distro::Signer::CloudSig => "RPM-GPG-KEY-CentOS-SIG-Cloud",
+                    distro::Signer::NfvSig => "RPM-GPG-KEY-CentOS-SIG-NFV",
+                    _ => return None,
+                };
+                Some((file, k.public_asc.clone()))
+            })
+            .collect(),
         scale,
     };
     let repos = distro::repos(&ingredients);
@@ -489,16 +512,20 @@ fn build(
 
     let keys_dir = root.join("keys");
     std::fs::create_dir_all(&keys_dir)?;
-    std::fs::write(keys_dir.join(release_file), &release_key.public_asc)?;
-    std::fs::write(keys_dir.join(node_file), &node_key.public_asc)?;
-    std::fs::write(keys_dir.join(EPEL_KEY_FILE), &epel_key.public_asc)?;
-    let release_signer = rpm::signature::pgp::Signer::from_asc(&release_key.secret_asc)?;
-    let node_signer = rpm::signature::pgp::Signer::from_asc(&node_key.secret_asc)?;
-    let epel_signer = rpm::signature::pgp::Signer::from_asc(&epel_key.secret_asc)?;
-    let signer_for = |s: distro::Signer| match s {
-        distro::Signer::Release => &release_signer,
-        distro::Signer::Node => &node_signer,
-        distro::Signer::Epel => &epel_signer,
+    let mut signers = Vec::new();
+    for (signer, key, file) in &keys {
+        std::fs::write(keys_dir.join(file), &key.public_asc)?;
+        signers.push((
+            *signer,
+            rpm::signature::pgp::Signer::from_asc(&key.secret_asc)?,
+        ));
+    }
+    let signer_for = |s: distro::Signer| {
+        signers
+            .iter()
+            .find(|(signer, _)| *signer == s)
+            .map(|(_, k)| k)
+            .expect("every signer the flavour uses has a key")
     };
 
     let all: Vec<_> = repos
@@ -540,11 +567,7 @@ fn build(
             name: r.name.clone(),
             dir: r.dir.clone(),
             snapshot,
-            signed_by: match r.signer {
-                distro::Signer::Release => release_key.fingerprint.clone(),
-                distro::Signer::Node => node_key.fingerprint.clone(),
-                distro::Signer::Epel => epel_key.fingerprint.clone(),
-            },
+            signed_by: key_of(r.signer).0.fingerprint.clone(),
             packages,
         });
     }
@@ -558,9 +581,12 @@ fn build(
     let info = FixtureInfo {
         cache_key,
         flavour: flavour.name().into(),
-        release_key: key_info(&release_key, release_file),
-        node_key: key_info(&node_key, node_file),
-        epel_key: key_info(&epel_key, EPEL_KEY_FILE),
+        release_key: key_info(release_key, release_file),
+        epel_key: key_info(epel_key, EPEL_KEY_FILE),
+        keys: keys
+            .iter()
+            .map(|(s, k, file)| (s.name().to_string(), key_info(k, file)))
+            .collect(),
         debian: debs.versions(),
         grub: grub_versions,
         kernel_uname: kernel.uname.clone(),
@@ -620,8 +646,9 @@ fn write_repo_files(root: &Path, info: &FixtureInfo) -> Result<()> {
             (None, "scale") => "scale".into(),
             (None, _) => r.id.split("-for-rhel-").next().unwrap_or(&r.id).to_string(),
         };
-        let key = [&info.epel_key, &info.node_key, &info.release_key]
-            .into_iter()
+        let key = info
+            .keys
+            .values()
             .find(|k| k.fingerprint == r.signed_by)
             .map_or(&info.release_key.path, |k| &k.path);
         files.entry(file).or_default().push(repo::RepoFileEntry {
