@@ -852,7 +852,12 @@ fn os_release_values(
     let (name, id, product, os) = if centos {
         ("CentOS Stream CoreOS", "scos", "OKD", "CentOS Stream")
     } else {
-        ("Red Hat Enterprise Linux CoreOS", "rhcos", "OpenShift", "RHEL")
+        (
+            "Red Hat Enterprise Linux CoreOS",
+            "rhcos",
+            "OpenShift",
+            "RHEL",
+        )
     };
     vec![
         ("NAME".into(), name.into()),

@@ -1000,16 +1000,14 @@ fn release_packages(
                     FileSpec::file("/etc/system-release-cpe", "cpe:/o:centos:centos:9\n", 0o644),
                 ]);
             main.summary = "CentOS Stream release files (fixture)".into();
-            let keys = pkg("centos-gpg-keys", "9.0", "26.el9")
-                .noarch()
-                .files(
-                    [("RPM-GPG-KEY-centosofficial", key_asc)]
-                        .into_iter()
-                        .chain(sig_keys.iter().map(|(f, k)| (*f, k.as_str())))
-                        .map(|(file, asc)| {
-                            FileSpec::file(&format!("/etc/pki/rpm-gpg/{file}"), asc, 0o644)
-                        }),
-                );
+            let keys = pkg("centos-gpg-keys", "9.0", "26.el9").noarch().files(
+                [("RPM-GPG-KEY-centosofficial", key_asc)]
+                    .into_iter()
+                    .chain(sig_keys.iter().map(|(f, k)| (*f, k.as_str())))
+                    .map(|(file, asc)| {
+                        FileSpec::file(&format!("/etc/pki/rpm-gpg/{file}"), asc, 0o644)
+                    }),
+            );
             return vec![main, keys];
         }
     };

@@ -447,7 +447,11 @@ fn build(
         vec![
             (distro::Signer::Release, centos_key()?, CENTOS_KEY_FILE),
             (distro::Signer::RedHat, release_key()?, RELEASE_KEY_FILE),
-            (distro::Signer::CloudSig, cloud_sig_key()?, CLOUD_SIG_KEY_FILE),
+            (
+                distro::Signer::CloudSig,
+                cloud_sig_key()?,
+                CLOUD_SIG_KEY_FILE,
+            ),
             (distro::Signer::NfvSig, nfv_sig_key()?, NFV_SIG_KEY_FILE),
         ]
     } else {
