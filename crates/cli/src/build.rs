@@ -61,17 +61,20 @@ pub(crate) fn run(args: BuildArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The `--json` object: the base's identity at the top (every command's
-/// `image`, `digest`, `version`, `ostree_commit`), then every stage.
+/// The `--json` object: the first base's identity at the top (every
+/// command's `image`, `digest`, `version`, `ostree_commit`), then every
+/// stage: `bases` in the pipeline's order, `base` the first of them.
 pub(crate) fn build_json(r: &BuildResult) -> serde_json::Value {
+    let first = r.bases.first();
     serde_json::json!({
         "changed": r.changed,
         "name": r.name,
-        "image": r.base.image,
-        "digest": r.base.digest,
-        "version": r.base.version,
-        "ostree_commit": r.base.ostree_commit,
-        "base": r.base,
+        "image": first.map(|b| &b.image),
+        "digest": first.map(|b| &b.digest),
+        "version": first.map(|b| &b.version),
+        "ostree_commit": first.map(|b| &b.ostree_commit),
+        "base": first,
+        "bases": r.bases,
         "releases": r.releases,
         "release_id": r.release.id,
         "release_json": r.release.path,
@@ -126,9 +129,15 @@ pub(crate) fn summary(r: &BuildResult) -> String {
             "everything current, nothing rebuilt"
         }
     );
-    image_lines(&mut out, &format!("base {}", r.base.stream), &r.base);
+    for base in &r.bases {
+        image_lines(&mut out, &format!("base {}", base.stream), base);
+    }
     for rel in &r.releases {
-        image_lines(&mut out, &format!("OpenShift {}", rel.release), &rel.image);
+        image_lines(
+            &mut out,
+            &format!("OpenShift {} on {}", rel.release, rel.base_stream),
+            &rel.image,
+        );
     }
     out.push_str(&format!(
         "  release record         {} ({})\n",

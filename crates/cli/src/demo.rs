@@ -83,6 +83,39 @@ const DEMO_MANIFESTS: &[(&str, &str)] = &[
         include_str!("../../../manifests/demo/pipeline.yaml"),
     ),
     (
+        "pipeline-rhel-8.6.yaml",
+        include_str!("../../../manifests/demo/pipeline-rhel-8.6.yaml"),
+    ),
+    (
+        "rhel-9.6.yaml",
+        include_str!("../../../manifests/demo/rhel-9.6.yaml"),
+    ),
+    (
+        "rhel-9.6-repos.yaml",
+        include_str!("../../../manifests/demo/rhel-9.6-repos.yaml"),
+    ),
+    (
+        "ocp-4.19.yaml",
+        include_str!("../../../manifests/demo/ocp-4.19.yaml"),
+    ),
+    (
+        "ocp-4.20.yaml",
+        include_str!("../../../manifests/demo/ocp-4.20.yaml"),
+    ),
+    ("c9s.yaml", include_str!("../../../manifests/demo/c9s.yaml")),
+    (
+        "c9s-repos.yaml",
+        include_str!("../../../manifests/demo/c9s-repos.yaml"),
+    ),
+    (
+        "okd-4.19.yaml",
+        include_str!("../../../manifests/demo/okd-4.19.yaml"),
+    ),
+    (
+        "okd-4.20.yaml",
+        include_str!("../../../manifests/demo/okd-4.20.yaml"),
+    ),
+    (
         "rhel-8.6.yaml",
         include_str!("../../../manifests/demo/rhel-8.6.yaml"),
     ),
@@ -119,9 +152,12 @@ const DEMO_MANIFESTS: &[(&str, &str)] = &[
 ];
 
 pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
-    let fixture = strata_testdistro::Fixture::generate(
-        &args.workdir.join("fixture"),
-        &strata_testdistro::Options::default(),
+    use strata_testdistro::{Fixture, Flavour, Options};
+    // The pipeline's two RHEL lines, each from its own fixture flavour.
+    let fixture = Fixture::generate(&args.workdir.join("fixture"), &Options::default())?;
+    let fixture_9 = Fixture::generate(
+        &args.workdir.join("fixture-rhel-9.6"),
+        &Options::default().flavour(Flavour::Rhel96),
     )?;
     let manifests = args.workdir.join("manifests/demo");
     std::fs::create_dir_all(&manifests)
@@ -137,7 +173,10 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
     let mut opts = crate::build::options(
         &pipeline,
         &args.workdir,
-        &[format!("fixture={}", fixture.root.display())],
+        &[
+            format!("fixture={}", fixture.root.display()),
+            format!("fixture_rhel_9_6={}", fixture_9.root.display()),
+        ],
     )?;
     let spinner = crate::progress::Spinner::on_terminal();
     if let Some(s) = &spinner {
@@ -150,31 +189,41 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
     if args.json {
         let mut v = crate::build::build_json(&result);
         v["fixture"] = serde_json::json!(fixture.root);
+        v["fixtures"] = serde_json::json!([fixture.root, fixture_9.root]);
         v["pipeline"] = serde_json::json!(pipeline);
-        v["shared_bytes"] = serde_json::json!(bytes.shared);
-        v["release_bytes"] = serde_json::json!(bytes.per_release);
+        v["shared_bytes"] = serde_json::json!(bytes
+            .shared
+            .iter()
+            .cloned()
+            .collect::<std::collections::BTreeMap<_, _>>());
+        v["release_bytes"] = serde_json::json!(bytes
+            .per_release
+            .iter()
+            .map(|(r, _, b)| (r.clone(), *b))
+            .collect::<Vec<_>>());
         println!("{}", serde_json::to_string(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let count: usize = fixture.info.repos.iter().map(|r| r.packages.len()).sum();
     let size = crate::image::size;
     println!("strata demo: {}", args.workdir.display());
-    println!(
-        "  fixture distribution   {} ({} repos, {count} packages)",
-        fixture.root.display(),
-        fixture.info.repos.len()
-    );
+    for f in [&fixture, &fixture_9] {
+        let count: usize = f.info.repos.iter().map(|r| r.packages.len()).sum();
+        println!(
+            "  fixture ({:<8})     {} ({} repos, {count} packages)",
+            f.info.flavour,
+            f.root.display(),
+            f.info.repos.len()
+        );
+    }
     println!("  pipeline               {}", pipeline.display());
     print!("{}", crate::build::summary(&result));
     println!("  image bytes (compressed layers, one blob store)");
-    println!(
-        "    shared base layers   {} ({})",
-        size(bytes.shared),
-        result.base.stream
-    );
-    for (release, b) in &bytes.per_release {
+    for (stream, b) in &bytes.shared {
+        println!("    base {stream:<15} {} (shared by its releases)", size(*b));
+    }
+    for (release, base, b) in &bytes.per_release {
         println!(
-            "    OpenShift {release:<10} {} of its own, on top of the shared base",
+            "    OpenShift {release:<10} {} of its own, on top of {base}",
             size(*b)
         );
     }
@@ -213,34 +262,42 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
 }
 
 struct LayerBytes {
-    shared: u64,
-    per_release: Vec<(String, u64)>,
+    /// Base stream -> its layers' bytes.
+    shared: Vec<(String, u64)>,
+    /// (release, base stream, bytes of the layers its base does not have).
+    per_release: Vec<(String, String, u64)>,
 }
 
-/// The base image's layer bytes, and per release the bytes of the layers
-/// that are not the base's: what each release adds to the blob store.
+/// Each base image's layer bytes, and per release the bytes of the layers
+/// that are not its base's: what each release adds to the blob store.
 fn layer_bytes(r: &strata_pipeline::BuildResult) -> Result<LayerBytes> {
     let t = strata_oscontainer::TransportOptions::default();
     let info = |image: &str| -> Result<strata_oscontainer::ImageInfo> {
         let re = strata_oscontainer::ImageRef::parse(image, None)?;
         strata_oscontainer::inspect(&re, &t).with_context(|| format!("inspecting {image}"))
     };
-    let base = info(&r.base.image)?;
-    let ours: std::collections::BTreeSet<&str> =
-        base.layers.iter().map(|l| l.digest.as_str()).collect();
+    let mut shared = Vec::new();
+    let mut layers: std::collections::BTreeMap<&str, std::collections::BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for base in &r.bases {
+        let i = info(&base.image)?;
+        shared.push((base.stream.clone(), i.total_size));
+        layers.insert(&base.stream, i.layers.into_iter().map(|l| l.digest).collect());
+    }
     let mut per_release = Vec::new();
     for rel in &r.releases {
+        let ours = &layers[rel.base_stream.as_str()];
         let i = info(&rel.image.image)?;
         let own = i
             .layers
             .iter()
-            .filter(|l| !ours.contains(l.digest.as_str()))
+            .filter(|l| !ours.contains(&l.digest))
             .map(|l| l.size)
             .sum();
-        per_release.push((rel.release.clone(), own));
+        per_release.push((rel.release.clone(), rel.base_stream.clone(), own));
     }
     Ok(LayerBytes {
-        shared: base.total_size,
+        shared,
         per_release,
     })
 }

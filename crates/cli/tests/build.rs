@@ -296,7 +296,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let tmp = tempfile::tempdir().unwrap();
     let fixture = fixture_copy(tmp.path());
     let fixture_var = format!("fixture={}", fixture.display());
-    let pipeline = demo("pipeline.yaml");
+    let pipeline = demo("pipeline-rhel-8.6.yaml");
     let w0 = tmp.path().join("w0");
     let build = |extra: &[&str]| {
         let mut args = vec![
@@ -346,14 +346,17 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
             disks["artifacts"][0]["sha256"]
         );
     }
-    assert_eq!(first["release_id"], "release-rhcos-demo/1");
+    assert_eq!(first["release_id"], "release-rhcos-rhel-8.6/1");
     assert_eq!(first["release_changed"], true);
     let record: Value =
         serde_json::from_slice(&std::fs::read(s(&first["release_json"])).unwrap()).unwrap();
-    assert_eq!(record["base"]["digest"], first["base"]["digest"]);
-    assert_eq!(record["base"]["version"], first["base"]["version"]);
+    assert_eq!(first["bases"][0], first["base"]);
+    assert_eq!(record["bases"]["rhel-8.6"]["digest"], first["base"]["digest"]);
+    assert_eq!(record["bases"]["rhel-8.6"]["version"], first["base"]["version"]);
     for r in ["4.12", "4.13"] {
         let rel = release(&first, r);
+        assert_eq!(rel["base_stream"], "rhel-8.6");
+        assert_eq!(record["releases"][r]["base"], "rhel-8.6");
         assert_eq!(record["releases"][r]["digest"], rel["digest"]);
         assert_eq!(record["releases"][r]["version"], rel["version"]);
         assert_eq!(
@@ -705,9 +708,10 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     );
 }
 
-/// `strata demo` on a fresh workdir: the build object of the demo pipeline
-/// plus where the fixture and pipeline are and the bytes shared and per
-/// release; a second run builds nothing.
+/// `strata demo` on a fresh workdir: the demo pipeline's two RHEL lines
+/// (8.6 with OpenShift 4.12, 9.6 with 4.19 and 4.20), each release on its
+/// own base, plus where the fixtures and pipeline are and the bytes shared
+/// and per release; a second run builds nothing.
 #[test]
 fn demo_builds_the_pipeline_then_nothing() {
     let tmp = tempfile::tempdir().unwrap();
@@ -716,7 +720,16 @@ fn demo_builds_the_pipeline_then_nothing() {
     assert_shape(&first, "build");
     assert_shape(&first, "demo");
     assert_eq!(first["changed"], true);
-    assert!(first["shared_bytes"].as_u64().unwrap() > 0);
+    let bases: Vec<&str> = first["bases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| s(&b["stream"]))
+        .collect();
+    assert_eq!(bases, ["rhel-8.6", "rhel-9.6"]);
+    for b in bases {
+        assert!(first["shared_bytes"][b].as_u64().unwrap() > 0, "{b}");
+    }
     let releases: Vec<&str> = first["release_bytes"]
         .as_array()
         .unwrap()
@@ -726,9 +739,16 @@ fn demo_builds_the_pipeline_then_nothing() {
             s(&r[0])
         })
         .collect();
-    assert_eq!(releases, ["4.12", "4.13"]);
-    for r in ["4.12", "4.13"] {
-        let disks = &release(&first, r)["disks"]["artifacts"];
+    assert_eq!(releases, ["4.12", "4.19", "4.20"]);
+    for (r, base, version) in [
+        ("4.12", "rhel-8.6", "412.86.202610150000-0"),
+        ("4.19", "rhel-9.6", "419.96.202610150000-0"),
+        ("4.20", "rhel-9.6", "420.96.202610150000-0"),
+    ] {
+        let rel = release(&first, r);
+        assert_eq!(rel["base_stream"], base, "{r}");
+        assert_eq!(rel["version"], version, "{r}");
+        let disks = &rel["disks"]["artifacts"];
         assert_eq!(disks.as_array().unwrap().len(), 2, "{r}: qemu and metal");
     }
     let again = strata_json(&["demo", "--workdir", w.to_str().unwrap()]);

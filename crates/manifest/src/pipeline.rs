@@ -1,6 +1,7 @@
-//! The pipeline manifest: what `strata build` runs — one base manifest, the
-//! release manifests derived from it, the disk platforms of each, and where
-//! each image is pushed.
+//! The pipeline manifest: what `strata build` runs — the base manifests
+//! (one per RHEL line: `base:`, or `bases:` for several), the release
+//! manifests derived from them (each names its base when there are
+//! several), the disk platforms of each, and where each image is pushed.
 //!
 //! Must not: describe content. Packages, repos and policies live in the base
 //! and release manifests it names; a pipeline only wires them together, so
@@ -30,8 +31,9 @@ pub struct PipelineManifest {
     /// Every variable in force with a value: the caller's over the
     /// pipeline's defaults. `strata build` passes them to the stage manifests.
     pub variables: BTreeMap<String, String>,
-    pub base: Stage,
-    /// In the order written; each release manifest once.
+    /// In the order written; each base manifest once.
+    pub bases: Vec<Stage>,
+    /// In the order written; each release manifest once, with its base.
     pub releases: Vec<Stage>,
 }
 
@@ -46,6 +48,13 @@ pub struct Stage {
     pub platforms: Vec<String>,
     /// `docker://HOST/NAME:TAG` the image is pushed to with `--push`.
     pub push: Option<String>,
+    /// A release's base: the manifest of one of [`PipelineManifest::bases`]
+    /// (the only one when the pipeline has one). None for a base.
+    pub base: Option<PathBuf>,
+    /// A base's own variables, over the pipeline's, for its compose and its
+    /// releases' derive (a RHEL line's snapshot or fixture). Empty for a
+    /// release.
+    pub variables: BTreeMap<String, String>,
 }
 
 impl PipelineManifest {
@@ -79,6 +88,16 @@ impl PipelineManifest {
         }
         Ok(vars)
     }
+
+    /// The variables for `base` and its releases: the pipeline's, with the
+    /// base's own over them.
+    pub fn line_vars(&self, base: &Stage) -> Result<Vars, ManifestError> {
+        let mut vars = self.stage_vars()?;
+        for (k, v) in &base.variables {
+            vars.insert(k.as_str(), v.as_str())?;
+        }
+        Ok(vars)
+    }
 }
 
 /// A pipeline file, as written.
@@ -94,6 +113,7 @@ pub(crate) struct PartialPipeline {
     variables: Option<BTreeMap<Str, Option<Str>>>,
     name: Option<Str>,
     base: Option<Spanned<PartialStage>>,
+    bases: Option<Vec<Spanned<PartialStage>>>,
     releases: Option<Vec<Spanned<PartialStage>>>,
 }
 merge_fields!(PartialPipeline {
@@ -102,6 +122,7 @@ merge_fields!(PartialPipeline {
     variables,
     name,
     base,
+    bases,
     releases,
 });
 
@@ -112,11 +133,15 @@ pub(crate) struct PartialStage {
     manifest: Option<Str>,
     platforms: Option<Vec<Str>>,
     push: Option<Str>,
+    base: Option<Str>,
+    variables: Option<BTreeMap<Str, Str>>,
 }
 merge_fields!(PartialStage {
     manifest,
     platforms,
-    push
+    push,
+    base,
+    variables
 });
 
 impl Partial for PartialPipeline {
@@ -138,11 +163,49 @@ impl Document for PipelineManifest {
         let edition = content::edition(cx, p.edition)?;
         let name = content::required_text(cx, p.name, "name")?;
         content::check_name(cx, &name, "name")?;
-        let base = cx.required(p.base, "base")?;
-        let base = stage(cx, base.value, base.at, "base")?;
+        let entries = match (p.base, p.bases) {
+            (Some(one), Some(_)) => {
+                return Err(cx.invalid(one.at, "base", "give `base` or `bases`, not both"));
+            }
+            (Some(one), None) => vec![one],
+            (None, many) => cx.required(many, "base")?,
+        };
+        let mut bases: Vec<Stage> = Vec::new();
+        for entry in entries {
+            if let Some(b) = &entry.value.base {
+                return Err(cx.invalid(b.at, "base", "a base has no base of its own"));
+            }
+            let mut variables = BTreeMap::new();
+            for (k, v) in entry.value.variables.clone().unwrap_or_default() {
+                let name = cx.text(&k)?;
+                if let Err(reason) = crate::vars::check_name(&name) {
+                    return Err(cx.invalid(k.at, "variables", reason));
+                }
+                variables.insert(name, cx.text(&v)?);
+            }
+            let mut s = stage(cx, entry.value, entry.at, "bases")?;
+            s.variables = variables;
+            if bases.iter().any(|b| b.manifest == s.manifest) {
+                return Err(cx.invalid(
+                    entry.at,
+                    "bases",
+                    format!("{} is listed twice", s.manifest.display()),
+                ));
+            }
+            bases.push(s);
+        }
+        content::non_empty(cx, &bases, "bases")?;
         let mut releases: Vec<Stage> = Vec::new();
         for entry in cx.required(p.releases, "releases")? {
-            let s = stage(cx, entry.value, entry.at, "releases")?;
+            if let Some((k, _)) = entry.value.variables.as_ref().and_then(|v| v.iter().next()) {
+                return Err(cx.invalid(
+                    k.at,
+                    "variables",
+                    "a release takes its line's variables: set them on its base",
+                ));
+            }
+            let named = entry.value.base.clone();
+            let mut s = stage(cx, entry.value, entry.at, "releases")?;
             if releases.iter().any(|r| r.manifest == s.manifest) {
                 return Err(cx.invalid(
                     entry.at,
@@ -150,6 +213,28 @@ impl Document for PipelineManifest {
                     format!("{} is listed twice", s.manifest.display()),
                 ));
             }
+            s.base = Some(match named {
+                Some(b) => {
+                    let text = cx.text(&b)?;
+                    let path = cx.path(b.at, &text);
+                    if !bases.iter().any(|base| base.manifest == path) {
+                        return Err(cx.invalid(
+                            b.at,
+                            "base",
+                            format!("{} is not one of the pipeline's bases", path.display()),
+                        ));
+                    }
+                    path
+                }
+                None if bases.len() == 1 => bases[0].manifest.clone(),
+                None => {
+                    return Err(cx.invalid(
+                        entry.at,
+                        "releases",
+                        "name this release's base (`base:`): the pipeline has several",
+                    ))
+                }
+            });
             releases.push(s);
         }
         content::non_empty(cx, &releases, "releases")?;
@@ -157,7 +242,7 @@ impl Document for PipelineManifest {
             edition,
             name: name.0,
             variables: cx.variables(),
-            base,
+            bases,
             releases,
         })
     }
@@ -209,6 +294,8 @@ fn stage(cx: &Cx<'_>, s: PartialStage, at: At, field: &str) -> Result<Stage, Man
         manifest: path,
         platforms,
         push,
+        base: None,
+        variables: BTreeMap::new(),
     })
 }
 
@@ -242,13 +329,18 @@ releases:
         let vars = Vars::new().with("fixture", "/srv/f").unwrap();
         let p = parse(PIPELINE, &vars).unwrap();
         assert_eq!(p.name, "rhcos");
-        assert_eq!(p.base.manifest, Path::new("/p/rhel-8.6.yaml"));
-        assert!(p.base.platforms.is_empty());
+        assert_eq!(p.bases.len(), 1);
+        assert_eq!(p.bases[0].manifest, Path::new("/p/rhel-8.6.yaml"));
+        assert!(p.bases[0].platforms.is_empty());
         assert_eq!(
-            p.base.push.as_deref(),
+            p.bases[0].push.as_deref(),
             Some("docker://quay.example/rhcos/base:8.6")
         );
         assert_eq!(p.releases.len(), 2);
+        // With one base, every release is derived from it.
+        for r in &p.releases {
+            assert_eq!(r.base.as_deref(), Some(Path::new("/p/rhel-8.6.yaml")));
+        }
         assert_eq!(p.releases[0].platforms, ["qemu", "metal"]);
         assert_eq!(p.releases[1].manifest, Path::new("/p/sub/ocp-4.13.yaml"));
         assert_eq!(p.releases[1].push, None);
@@ -297,7 +389,86 @@ releases:
                 PathBuf::from("/p/ocp-4.13.yaml")
             ]
         );
-        assert_eq!(m.base.platforms, ["qemu"]);
+        assert_eq!(m.bases[0].platforms, ["qemu"]);
+    }
+
+    const TWO_LINES: &str = "\
+edition: 1
+name: rhcos
+bases:
+  - manifest: rhel-8.6.yaml
+  - manifest: rhel-9.6.yaml
+    push: docker://quay.example/base:9.6
+    variables:
+      snapshot: \"20261115\"
+      fixture: ${fixture}-9
+releases:
+  - manifest: ocp-4.12.yaml
+    base: rhel-8.6.yaml
+  - manifest: ocp-4.19.yaml
+    base: rhel-9.6.yaml
+  - manifest: ocp-4.20.yaml
+    base: ./rhel-9.6.yaml
+";
+
+    #[test]
+    fn several_bases_each_release_names_its_own() {
+        let vars = Vars::new().with("fixture", "/f").unwrap();
+        let p = parse(TWO_LINES, &vars).unwrap();
+        let line = |i: usize| p.line_vars(&p.bases[i]).unwrap();
+        assert_eq!(line(0).get("fixture"), Some("/f"));
+        assert_eq!(line(0).get("snapshot"), None);
+        assert_eq!(line(1).get("fixture"), Some("/f-9"));
+        assert_eq!(line(1).get("snapshot"), Some("20261115"));
+        let bases: Vec<&Path> = p.bases.iter().map(|b| b.manifest.as_path()).collect();
+        assert_eq!(
+            bases,
+            [Path::new("/p/rhel-8.6.yaml"), Path::new("/p/rhel-9.6.yaml")]
+        );
+        let of: Vec<(&str, &str)> = p
+            .releases
+            .iter()
+            .map(|r| {
+                (
+                    r.manifest.file_name().unwrap().to_str().unwrap(),
+                    r.base.as_deref().unwrap().file_name().unwrap().to_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            of,
+            [
+                ("ocp-4.12.yaml", "rhel-8.6.yaml"),
+                ("ocp-4.19.yaml", "rhel-9.6.yaml"),
+                ("ocp-4.20.yaml", "rhel-9.6.yaml")
+            ]
+        );
+    }
+
+    #[test]
+    fn several_bases_errors() {
+        let cases = [
+            (
+                TWO_LINES.replace("    base: rhel-8.6.yaml\n", ""),
+                "/p/pipeline.yaml:11:5: invalid releases: name this release's base (`base:`): the pipeline has several",
+            ),
+            (
+                TWO_LINES.replace("  - manifest: rhel-9.6.yaml\n", "  - manifest: rhel-8.6.yaml\n"),
+                "/p/pipeline.yaml:5:5: invalid bases: /p/rhel-8.6.yaml is listed twice",
+            ),
+            (
+                TWO_LINES.replace("  - manifest: rhel-8.6.yaml\n", "  - manifest: rhel-8.6.yaml\n    base: x.yaml\n"),
+                "/p/pipeline.yaml:5:11: invalid base: a base has no base of its own",
+            ),
+            (
+                TWO_LINES.replace("    base: rhel-8.6.yaml\n", "    base: rhel-8.6.yaml\n    variables:\n      snapshot: x\n"),
+                "/p/pipeline.yaml:14:7: invalid variables: a release takes its line's variables: set them on its base",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(&text, &Vars::new().with("fixture", "/f").unwrap()).unwrap_err();
+            assert_eq!(e.to_string(), want, "{text}");
+        }
     }
 
     #[test]
@@ -308,6 +479,18 @@ releases:
             (
                 swap("name: rhcos\n", ""),
                 "/p/pipeline.yaml: missing required field `name`",
+            ),
+            (
+                swap("base:\n  manifest: rhel-8.6.yaml\n  push: docker://${registry}/base:8.6\n", ""),
+                "/p/pipeline.yaml: missing required field `base`",
+            ),
+            (
+                swap("base:\n", "bases:\n  - manifest: rhel-9.6.yaml\nbase:\n"),
+                "/p/pipeline.yaml:9:3: invalid base: give `base` or `bases`, not both",
+            ),
+            (
+                swap("  - manifest: sub/ocp-4.13.yaml\n", "  - manifest: sub/ocp-4.13.yaml\n    base: rhel-9.yaml\n"),
+                "/p/pipeline.yaml:14:11: invalid base: /p/rhel-9.yaml is not one of the pipeline's bases",
             ),
             (
                 swap("push: docker://${registry}/base:8.6", "push: quay.io/x:1"),
@@ -327,7 +510,7 @@ releases:
             ),
             (
                 format!("{PIPELINE}packages: [x]\n"),
-                "/p/pipeline.yaml:14:1: unknown field `packages`, expected one of `edition`, `include`, `variables`, `name`, `base`, `releases`",
+                "/p/pipeline.yaml:14:1: unknown field `packages`, expected one of `edition`, `include`, `variables`, `name`, `base`, `bases`, `releases`",
             ),
         ];
         let mut failures = Vec::new();

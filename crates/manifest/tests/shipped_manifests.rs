@@ -363,25 +363,51 @@ fn canonical_json_is_deterministic_across_loads() {
 
 #[test]
 fn shipped_pipelines_name_shipped_manifests() {
-    for (path, vars) in [
-        ("demo/pipeline.yaml", fixture_vars()),
-        ("pipeline.yaml", entitled_vars()),
+    let two_fixtures = fixture_vars().with("fixture_rhel_9_6", "/tmp/x9").unwrap();
+    for (path, vars, want) in [
+        ("demo/pipeline.yaml", two_fixtures, &["4.12", "4.19", "4.20"][..]),
+        ("demo/pipeline-rhel-8.6.yaml", fixture_vars(), &["4.12", "4.13"]),
+        ("pipeline.yaml", entitled_vars(), &["4.12", "4.13"]),
     ] {
         let p = strata_manifest::PipelineManifest::load(&manifests().join(path), &vars)
             .unwrap_or_else(|e| panic!("{path}: {e}"))
             .manifest;
-        assert!(p.base.manifest.exists(), "{path}: {:?}", p.base.manifest);
-        BaseManifest::load(&p.base.manifest, &p.stage_vars().unwrap()).unwrap();
+        for base in &p.bases {
+            assert!(base.manifest.exists(), "{path}: {:?}", base.manifest);
+            BaseManifest::load(&base.manifest, &p.line_vars(base).unwrap()).unwrap();
+        }
         let releases: Vec<String> = p
             .releases
             .iter()
             .map(|r| {
-                let m = ReleaseManifest::load(&r.manifest, &p.stage_vars().unwrap()).unwrap();
+                let base = p
+                    .bases
+                    .iter()
+                    .find(|b| Some(&b.manifest) == r.base.as_ref())
+                    .unwrap();
+                let m = ReleaseManifest::load(&r.manifest, &p.line_vars(base).unwrap()).unwrap();
                 assert!(r.push.as_deref().unwrap().starts_with("docker://"));
                 assert!(r.platforms.contains(&"qemu".to_string()));
                 m.manifest.release.to_string()
             })
             .collect();
-        assert_eq!(releases, ["4.12", "4.13"], "{path}");
+        assert_eq!(releases, want, "{path}");
+    }
+}
+
+/// Every demo manifest of the other fixture flavours loads: the RHEL 9.6
+/// line and the SCOS/OKD line.
+#[test]
+fn flavour_demo_manifests_load() {
+    for base in ["rhel-9.6.yaml", "c9s.yaml"] {
+        let m = BaseManifest::load(&manifests().join("demo").join(base), &fixture_vars())
+            .unwrap_or_else(|e| panic!("{base}: {e}"));
+        assert_eq!(m.manifest.rpmdb.as_str(), "sqlite", "{base}: RHEL 9's rpm");
+    }
+    for release in ["ocp-4.19", "ocp-4.20", "okd-4.19", "okd-4.20"] {
+        let path = manifests().join(format!("demo/{release}.yaml"));
+        let m = ReleaseManifest::load(&path, &fixture_vars())
+            .unwrap_or_else(|e| panic!("{release}: {e}"));
+        assert_eq!(m.manifest.release.to_string(), &release[4..]);
     }
 }

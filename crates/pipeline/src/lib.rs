@@ -1,11 +1,12 @@
-//! `strata build`: runs a pipeline manifest — compose the base, derive every
+//! `strata build`: runs a pipeline manifest — compose the bases, derive every
 //! release, build the disks, push, and record the run in a `release.json`.
 //!
 //! The flow of [`build`]: load the pipeline (its variables go to every stage
 //! manifest) and check its platforms against the disk stage's table before
-//! any work. Compose the base (a no-op when its inputs are unchanged);
-//! derive all releases from the base image in one call (each release is a
-//! no-op when unchanged; the changed ones install concurrently); build the
+//! any work. Compose each base (a no-op when its inputs are unchanged: one
+//! per RHEL line, e.g. 8.6 for OpenShift 4.12 and 9.6 for 4.19); derive each
+//! base's releases from its image in one call (each release is a no-op when
+//! unchanged; the changed ones install concurrently); build the
 //! disks of each image whose build directory does not already hold them for
 //! that commit; with `push`, copy each image to its target unless the
 //! registry already has that digest; finally write the run's release.json
@@ -173,6 +174,8 @@ pub struct ImageResult {
 pub struct ReleaseResult {
     /// `4.13`.
     pub release: String,
+    /// The stream of the base it was derived from (`rhel-9.6`).
+    pub base_stream: String,
     pub base_digest: String,
     #[serde(flatten)]
     pub image: ImageResult,
@@ -196,7 +199,8 @@ pub struct BuildResult {
     pub changed: bool,
     /// The pipeline's name.
     pub name: String,
-    pub base: ImageResult,
+    /// One per base manifest, in the pipeline's order.
+    pub bases: Vec<ImageResult>,
     pub releases: Vec<ReleaseResult>,
     /// This run's release record.
     pub release: ReleaseRecord,
@@ -205,8 +209,7 @@ pub struct BuildResult {
 /// Runs the pipeline.
 pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
     let pipeline = PipelineManifest::load(&opts.pipeline, &opts.vars)?.manifest;
-    let vars = pipeline.stage_vars()?;
-    for stage in std::iter::once(&pipeline.base).chain(&pipeline.releases) {
+    for stage in pipeline.bases.iter().chain(&pipeline.releases) {
         for p in &stage.platforms {
             strata_disk::Platform::get(p)
                 .with_context(|| format!("{}: {}", opts.pipeline.display(), stage_name(stage)))?;
@@ -221,83 +224,103 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         .ok()
         .and_then(|s| s.parse().ok());
 
-    let name = format!("base {}", stage_name(&pipeline.base));
-    opts.event("compose", &name, State::Started);
-    let composed = strata_compose::compose(
-        &strata_compose::ComposeOptions::new(&pipeline.base.manifest, &opts.workdir)
-            .vars(vars.clone())
-            .source_date_epoch(sde),
-    )
-    .with_context(|| format!("composing {}", pipeline.base.manifest.display()))?;
-    opts.event(
-        "compose",
-        &composed.stream,
-        State::Done {
-            changed: composed.changed,
-        },
-    );
-    let mut base = ImageResult {
-        changed: composed.changed,
-        stream: composed.stream.clone(),
-        version: composed.version.clone(),
-        image: composed.image.clone(),
-        digest: composed.digest.clone(),
-        ostree_commit: composed.ostree_commit.clone(),
-        build_dir: composed.build_dir.clone(),
-        disks: None,
-        pushed: None,
-    };
-
-    let manifests: Vec<PathBuf> = pipeline
-        .releases
-        .iter()
-        .map(|r| r.manifest.clone())
-        .collect();
-    opts.event("derive", &releases_subject(&pipeline), State::Started);
-    let derived = strata_derive::derive(
-        &strata_derive::DeriveOptions::new(
-            &opts.workdir,
-            &composed.image,
-            manifests,
-            opts.derive_worker.clone(),
+    // Every base first (a no-op for an unchanged one), so that a broken
+    // base stops the run before any release is derived.
+    let mut bases: Vec<ImageResult> = Vec::new();
+    for stage in &pipeline.bases {
+        opts.event("compose", &format!("base {}", stage_name(stage)), State::Started);
+        let composed = strata_compose::compose(
+            &strata_compose::ComposeOptions::new(&stage.manifest, &opts.workdir)
+                .vars(pipeline.line_vars(stage)?)
+                .source_date_epoch(sde),
         )
-        .vars(vars)
-        .source_date_epoch(sde),
-    )
-    .context("deriving the releases")?;
-    if derived.len() != pipeline.releases.len() {
-        bail!(
-            "derive returned {} images for {} release manifests",
-            derived.len(),
-            pipeline.releases.len()
-        );
-    }
-    for d in &derived {
-        opts.event("derive", &d.stream, State::Done { changed: d.changed });
-    }
-    let mut releases: Vec<ReleaseResult> = derived
-        .iter()
-        .map(|d| ReleaseResult {
-            release: d.release.clone(),
-            base_digest: d.base_digest.clone(),
-            image: ImageResult {
-                changed: d.changed,
-                stream: d.stream.clone(),
-                version: d.version.clone(),
-                image: d.image.clone(),
-                digest: d.digest.clone(),
-                ostree_commit: d.ostree_commit.clone(),
-                build_dir: d.build_dir.clone(),
-                disks: None,
-                pushed: None,
+        .with_context(|| format!("composing {}", stage.manifest.display()))?;
+        opts.event(
+            "compose",
+            &composed.stream,
+            State::Done {
+                changed: composed.changed,
             },
-        })
+        );
+        bases.push(ImageResult {
+            changed: composed.changed,
+            stream: composed.stream.clone(),
+            version: composed.version.clone(),
+            image: composed.image.clone(),
+            digest: composed.digest.clone(),
+            ostree_commit: composed.ostree_commit.clone(),
+            build_dir: composed.build_dir.clone(),
+            disks: None,
+            pushed: None,
+        });
+    }
+
+    // Each base's releases in one derive call (they share its tree).
+    let mut derived_at: Vec<Option<ReleaseResult>> = vec![None; pipeline.releases.len()];
+    for (stage, base) in pipeline.bases.iter().zip(&bases) {
+        let mine: Vec<usize> = (0..pipeline.releases.len())
+            .filter(|&i| pipeline.releases[i].base.as_ref() == Some(&stage.manifest))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let manifests: Vec<PathBuf> = mine
+            .iter()
+            .map(|&i| pipeline.releases[i].manifest.clone())
+            .collect();
+        let subject = mine
+            .iter()
+            .map(|&i| stage_name(&pipeline.releases[i]))
+            .collect::<Vec<_>>()
+            .join(", ");
+        opts.event("derive", &subject, State::Started);
+        let derived = strata_derive::derive(
+            &strata_derive::DeriveOptions::new(
+                &opts.workdir,
+                &base.image,
+                manifests,
+                opts.derive_worker.clone(),
+            )
+            .vars(pipeline.line_vars(stage)?)
+            .source_date_epoch(sde),
+        )
+        .with_context(|| format!("deriving the releases of {}", base.stream))?;
+        if derived.len() != mine.len() {
+            bail!(
+                "derive returned {} images for {} release manifests",
+                derived.len(),
+                mine.len()
+            );
+        }
+        for (d, &i) in derived.iter().zip(&mine) {
+            opts.event("derive", &d.stream, State::Done { changed: d.changed });
+            derived_at[i] = Some(ReleaseResult {
+                release: d.release.clone(),
+                base_stream: base.stream.clone(),
+                base_digest: d.base_digest.clone(),
+                image: ImageResult {
+                    changed: d.changed,
+                    stream: d.stream.clone(),
+                    version: d.version.clone(),
+                    image: d.image.clone(),
+                    digest: d.digest.clone(),
+                    ostree_commit: d.ostree_commit.clone(),
+                    build_dir: d.build_dir.clone(),
+                    disks: None,
+                    pushed: None,
+                },
+            });
+        }
+    }
+    let mut releases: Vec<ReleaseResult> = derived_at
+        .into_iter()
+        .map(|r| r.expect("every release names one of the bases (checked by the manifest)"))
         .collect();
 
     // Disks, then pushes: an image is pushed once everything built from it
     // locally worked.
     let mut todo: Vec<(&strata_manifest::Stage, &mut ImageResult)> =
-        vec![(&pipeline.base, &mut base)];
+        pipeline.bases.iter().zip(bases.iter_mut()).collect();
     todo.extend(
         pipeline
             .releases
@@ -325,7 +348,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
     }
 
     opts.event("record", &pipeline.name, State::Started);
-    let release = record::write(&opts.workdir, &pipeline.name, &base, &releases)?;
+    let release = record::write(&opts.workdir, &pipeline.name, &bases, &releases)?;
     opts.event(
         "record",
         &release.id,
@@ -333,19 +356,18 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             changed: release.changed,
         },
     );
+    let image_changed = |i: &ImageResult| {
+        i.changed
+            || i.disks.as_ref().is_some_and(|d| d.changed)
+            || i.pushed.as_ref().is_some_and(|p| p.changed)
+    };
     let changed = release.changed
-        || base.changed
-        || base.disks.as_ref().is_some_and(|d| d.changed)
-        || base.pushed.as_ref().is_some_and(|p| p.changed)
-        || releases.iter().any(|r| {
-            r.image.changed
-                || r.image.disks.as_ref().is_some_and(|d| d.changed)
-                || r.image.pushed.as_ref().is_some_and(|p| p.changed)
-        });
+        || bases.iter().any(image_changed)
+        || releases.iter().any(|r| image_changed(&r.image));
     Ok(BuildResult {
         changed,
         name: pipeline.name,
-        base,
+        bases,
         releases,
         release,
     })
@@ -356,14 +378,6 @@ fn stage_name(s: &strata_manifest::Stage) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-fn releases_subject(p: &PipelineManifest) -> String {
-    p.releases
-        .iter()
-        .map(stage_name)
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Copies `image` (whose manifest digest is `digest`) to `dest` unless the

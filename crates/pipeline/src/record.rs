@@ -1,6 +1,7 @@
 //! release.json: what one pipeline run produced, in the terms an OpenShift
-//! release payload needs — the base digest and version, each release's
-//! derived digest and version, and its bootimages.
+//! release payload needs — each base's digest and version, each release's
+//! derived digest and version, the base it was derived from, and its
+//! bootimages.
 //!
 //! Runs are recorded in the build history as the stream
 //! `release-<pipeline name>`, numbered 1, 2, …: `W/builds/release-<name>/<n>/release.json`.
@@ -31,7 +32,8 @@ pub const FILE_NAME: &str = "release.json";
 pub struct ReleaseJson {
     /// The pipeline's name.
     pub name: String,
-    pub base: ImageEntry,
+    /// By stream (`rhel-9.6`).
+    pub bases: BTreeMap<String, ImageEntry>,
     /// By OpenShift release (`4.13`).
     pub releases: BTreeMap<String, ImageEntry>,
 }
@@ -47,7 +49,10 @@ pub struct ImageEntry {
     pub tag: String,
     pub digest: String,
     pub ostree_commit: String,
-    /// The base image a derived image was built on.
+    /// The base a derived image was built on: its stream (a key of
+    /// `bases`) and digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_digest: Option<String>,
     /// `HOST/NAME@sha256:…` once pushed.
@@ -82,7 +87,8 @@ pub struct ReleaseRecord {
     pub release: ReleaseJson,
 }
 
-fn entry(workdir: &Path, image: &ImageResult, base_digest: Option<&str>) -> Result<ImageEntry> {
+/// `base`: a derived image's base stream and digest.
+fn entry(workdir: &Path, image: &ImageResult, base: Option<(&str, &str)>) -> Result<ImageEntry> {
     let tag = match ImageRef::parse(&image.image, None)? {
         ImageRef::Oci { tag: Some(tag), .. } => tag,
         _ => image.image.clone(),
@@ -110,7 +116,8 @@ fn entry(workdir: &Path, image: &ImageResult, base_digest: Option<&str>) -> Resu
         tag,
         digest: image.digest.clone(),
         ostree_commit: image.ostree_commit.clone(),
-        base_digest: base_digest.map(str::to_string),
+        base: base.map(|(stream, _)| stream.to_string()),
+        base_digest: base.map(|(_, digest)| digest.to_string()),
         pullspec: image.pushed.as_ref().map(|p| p.pullspec.clone()),
         bootimages,
         stream_metadata,
@@ -121,18 +128,21 @@ fn entry(workdir: &Path, image: &ImageResult, base_digest: Option<&str>) -> Resu
 pub fn release_json(
     workdir: &Path,
     name: &str,
-    base: &ImageResult,
+    bases: &[ImageResult],
     releases: &[ReleaseResult],
 ) -> Result<ReleaseJson> {
     Ok(ReleaseJson {
         name: name.to_string(),
-        base: entry(workdir, base, None)?,
+        bases: bases
+            .iter()
+            .map(|b| Ok((b.stream.clone(), entry(workdir, b, None)?)))
+            .collect::<Result<_>>()?,
         releases: releases
             .iter()
             .map(|r| {
                 Ok((
                     r.release.clone(),
-                    entry(workdir, &r.image, Some(&r.base_digest))?,
+                    entry(workdir, &r.image, Some((&r.base_stream, &r.base_digest)))?,
                 ))
             })
             .collect::<Result<_>>()?,
@@ -143,10 +153,10 @@ pub fn release_json(
 pub fn write(
     workdir: &Path,
     name: &str,
-    base: &ImageResult,
+    bases: &[ImageResult],
     releases: &[ReleaseResult],
 ) -> Result<ReleaseRecord> {
-    let release = release_json(workdir, name, base, releases)?;
+    let release = release_json(workdir, name, bases, releases)?;
     let mut bytes = serde_json::to_vec_pretty(&release)?;
     bytes.push(b'\n');
     let hash = hex::encode(Sha256::digest(&bytes));
@@ -179,7 +189,10 @@ pub fn write(
         version: version.clone(),
         id: format!("{stream}/{version}"),
         inputhash: hash,
-        ostree_commit: base.ostree_commit.clone(),
+        ostree_commit: bases
+            .first()
+            .map(|b| b.ostree_commit.clone())
+            .unwrap_or_default(),
         image_digest: None,
         image_tag: None,
     };
@@ -217,17 +230,23 @@ mod tests {
         let base = image("rhel-8.6", "sha256:b1");
         let rel = |digest: &str| ReleaseResult {
             release: "4.13".into(),
+            base_stream: "rhel-8.6".into(),
             base_digest: "sha256:b1".into(),
             image: image("ocp-4.13", digest),
         };
-        let first = write(d.path(), "demo", &base, &[rel("sha256:d1")]).unwrap();
+        let first = write(d.path(), "demo", std::slice::from_ref(&base), &[rel("sha256:d1")]).unwrap();
         assert!(first.changed);
         assert_eq!(first.id, "release-demo/1");
         assert_eq!(first.release.releases["4.13"].tag, "ocp-4.13-1");
-        let again = write(d.path(), "demo", &base, &[rel("sha256:d1")]).unwrap();
+        assert_eq!(
+            first.release.releases["4.13"].base.as_deref(),
+            Some("rhel-8.6")
+        );
+        assert_eq!(first.release.bases["rhel-8.6"].digest, "sha256:b1");
+        let again = write(d.path(), "demo", std::slice::from_ref(&base), &[rel("sha256:d1")]).unwrap();
         assert!(!again.changed);
         assert_eq!(again.id, first.id);
-        let next = write(d.path(), "demo", &base, &[rel("sha256:d2")]).unwrap();
+        let next = write(d.path(), "demo", std::slice::from_ref(&base), &[rel("sha256:d2")]).unwrap();
         assert!(next.changed);
         assert_eq!(next.id, "release-demo/2");
         let on_disk: ReleaseJson =

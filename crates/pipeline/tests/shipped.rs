@@ -12,13 +12,19 @@ fn shipped_pipelines_name_known_platforms() {
     let vars = Vars::new()
         .with("fixture", "/f")
         .unwrap()
+        .with("fixture_rhel_9_6", "/f9")
+        .unwrap()
         .with("entitlement", "/e")
         .unwrap();
-    for path in ["demo/pipeline.yaml", "pipeline.yaml"] {
+    for path in [
+        "demo/pipeline.yaml",
+        "demo/pipeline-rhel-8.6.yaml",
+        "pipeline.yaml",
+    ] {
         let p = PipelineManifest::load(&root.join(path), &vars)
             .unwrap()
             .manifest;
-        for stage in std::iter::once(&p.base).chain(&p.releases) {
+        for stage in p.bases.iter().chain(&p.releases) {
             for platform in &stage.platforms {
                 assert!(
                     strata_disk::Platform::get(platform).is_ok(),
