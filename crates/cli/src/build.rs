@@ -120,6 +120,7 @@ fn image_lines(out: &mut String, title: &str, i: &ImageResult) {
 
 /// What a person reads after a build.
 pub(crate) fn summary(r: &BuildResult) -> String {
+    use std::fmt::Write;
     let mut out = format!(
         "pipeline {}: {}\n",
         r.name,
@@ -133,11 +134,8 @@ pub(crate) fn summary(r: &BuildResult) -> String {
         image_lines(&mut out, &format!("base {}", base.stream), base);
     }
     for rel in &r.releases {
-        image_lines(
-            &mut out,
-            &format!("OpenShift {} on {}", rel.release, rel.base_stream),
-            &rel.image,
-        );
+        image_lines(&mut out, &format!("OpenShift {}", rel.release), &rel.image);
+        let _ = writeln!(out, "    base                 {}", rel.base_stream);
     }
     out.push_str(&format!(
         "  release record         {} ({})\n",
