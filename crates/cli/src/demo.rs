@@ -219,7 +219,10 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
     print!("{}", crate::build::summary(&result));
     println!("  image bytes (compressed layers, one blob store)");
     for (stream, b) in &bytes.shared {
-        println!("    base {stream:<15} {} (shared by its releases)", size(*b));
+        println!(
+            "    base {stream:<15} {} (shared by its releases)",
+            size(*b)
+        );
     }
     for (release, base, b) in &bytes.per_release {
         println!(
@@ -282,7 +285,10 @@ fn layer_bytes(r: &strata_pipeline::BuildResult) -> Result<LayerBytes> {
     for base in &r.bases {
         let i = info(&base.image)?;
         shared.push((base.stream.clone(), i.total_size));
-        layers.insert(&base.stream, i.layers.into_iter().map(|l| l.digest).collect());
+        layers.insert(
+            &base.stream,
+            i.layers.into_iter().map(|l| l.digest).collect(),
+        );
     }
     let mut per_release = Vec::new();
     for rel in &r.releases {

@@ -351,8 +351,14 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let record: Value =
         serde_json::from_slice(&std::fs::read(s(&first["release_json"])).unwrap()).unwrap();
     assert_eq!(first["bases"][0], first["base"]);
-    assert_eq!(record["bases"]["rhel-8.6"]["digest"], first["base"]["digest"]);
-    assert_eq!(record["bases"]["rhel-8.6"]["version"], first["base"]["version"]);
+    assert_eq!(
+        record["bases"]["rhel-8.6"]["digest"],
+        first["base"]["digest"]
+    );
+    assert_eq!(
+        record["bases"]["rhel-8.6"]["version"],
+        first["base"]["version"]
+    );
     for r in ["4.12", "4.13"] {
         let rel = release(&first, r);
         assert_eq!(rel["base_stream"], "rhel-8.6");

@@ -431,7 +431,13 @@ releases:
             .map(|r| {
                 (
                     r.manifest.file_name().unwrap().to_str().unwrap(),
-                    r.base.as_deref().unwrap().file_name().unwrap().to_str().unwrap(),
+                    r.base
+                        .as_deref()
+                        .unwrap()
+                        .file_name()
+                        .unwrap()
+                        .to_str()
+                        .unwrap(),
                 )
             })
             .collect();

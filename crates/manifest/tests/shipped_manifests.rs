@@ -203,10 +203,15 @@ fn demo_releases_flatten() {
     }
 }
 
-fn red_hat_keys() -> Vec<KeyRef> {
+/// Red Hat's release key 2 and the auxiliary key of RHEL `major`.
+fn red_hat_keys(major: u32) -> Vec<KeyRef> {
     [
         "567E347AD0044ADE55BA8A5F199E2F91FD431D51",
-        "6A6AA7C97C8890AEC6AEBFE2F76F66C3D4082792",
+        if major == 8 {
+            "6A6AA7C97C8890AEC6AEBFE2F76F66C3D4082792"
+        } else {
+            "7E4624258C406535D56D6F135054E4A45A6340B3"
+        },
     ]
     .iter()
     .map(|f| KeyRef::Fingerprint(Fingerprint::parse(f).unwrap()))
@@ -249,7 +254,7 @@ fn real_base_flattens() {
         baseos.sslcacert.as_deref(),
         Some("/etc/rhsm/ca/redhat-uep.pem")
     );
-    assert_eq!(m.inputs.keys, red_hat_keys());
+    assert_eq!(m.inputs.keys, red_hat_keys(8));
     assert!(m.packages.len() >= 80, "{}", m.packages.len());
     for name in [
         "kernel",
@@ -280,35 +285,76 @@ fn real_base_flattens() {
 }
 
 #[test]
+fn real_rhel_9_6_base_flattens() {
+    let m = BaseManifest::load(
+        &manifests().join("rhel-9.6/rhel-9.6.yaml"),
+        &entitled_vars().with("keydir", "/srv/keys").unwrap(),
+    )
+    .unwrap()
+    .manifest;
+    assert_eq!(
+        ids(&m.repos),
+        [
+            "rhel-9-for-x86_64-baseos-eus-rpms",
+            "rhel-9-for-x86_64-appstream-eus-rpms"
+        ]
+    );
+    assert_eq!(
+        m.repos[0].baseurl,
+        ["https://cdn.redhat.com/content/eus/rhel9/9.6/x86_64/baseos/os"]
+    );
+    // The key directory is the caller's.
+    assert_eq!(
+        m.repos[0].gpgkey,
+        ["file:///srv/keys/RPM-GPG-KEY-redhat-release"]
+    );
+    assert_eq!(m.inputs.keys, red_hat_keys(9));
+    assert_eq!(m.rpmdb.as_str(), "sqlite");
+    for name in [
+        "kernel-modules-core",
+        "ignition",
+        "coreos-installer",
+        "redhat-release",
+    ] {
+        assert!(m.packages.iter().any(|p| p == name), "{name}");
+    }
+}
+
+#[test]
 fn real_releases_flatten() {
-    for (release, ovs) in [("4.12", "openvswitch2.17"), ("4.13", "openvswitch3.1")] {
+    for (release, major, ovs, kubelet) in [
+        ("4.12", 8, "openvswitch2.17", "openshift-hyperkube"),
+        ("4.19", 9, "openvswitch3.5", "openshift-kubelet"),
+        ("4.20", 9, "openvswitch3.5", "openshift-kubelet"),
+    ] {
         let path = manifests().join(format!("ocp-{release}.yaml"));
         let m = ReleaseManifest::load(&path, &entitled_vars())
             .unwrap()
             .manifest;
-        let rhocp = format!("rhocp-{release}-for-rhel-8-x86_64-rpms");
+        let rhocp = format!("rhocp-{release}-for-rhel-{major}-x86_64-rpms");
+        let fdp = format!("fast-datapath-for-rhel-{major}-x86_64-rpms");
         assert_eq!(m.release.to_string(), release);
         assert_eq!(
             ids(&m.repos),
             [
-                "rhel-8-for-x86_64-baseos-eus-rpms",
-                "rhel-8-for-x86_64-appstream-eus-rpms",
-                rhocp.as_str(),
-                "fast-datapath-for-rhel-8-x86_64-rpms",
+                format!("rhel-{major}-for-x86_64-baseos-eus-rpms").as_str(),
+                &format!("rhel-{major}-for-x86_64-appstream-eus-rpms"),
+                &rhocp,
+                &fdp,
             ]
         );
         assert_eq!(
             m.repos[2].baseurl,
             [format!(
-                "https://cdn.redhat.com/content/dist/layered/rhel8/x86_64/rhocp/{release}/os"
+                "https://cdn.redhat.com/content/dist/layered/rhel{major}/x86_64/rhocp/{release}/os"
             )]
         );
         assert!(m.inputs.allows_repo(&rhocp));
-        assert_eq!(m.inputs.keys, red_hat_keys());
+        assert_eq!(m.inputs.keys, red_hat_keys(major));
         for name in [
             "cri-o",
             "cri-tools",
-            "openshift-hyperkube",
+            kubelet,
             ovs,
             "conmon-rs",
             "NetworkManager-ovs",
@@ -330,16 +376,59 @@ fn real_releases_flatten() {
     }
 }
 
+/// OKD: CentOS's key for the base; the SIGs' and Red Hat's for the node
+/// layer, from public mirrors (and OpenShift CI's for openshift-*).
+#[test]
+fn real_okd_manifests_flatten() {
+    let vars = Vars::new()
+        .with("ose_baseurl", "https://ci.example/ose-4.19")
+        .unwrap();
+    let base = BaseManifest::load(&manifests().join("okd/c9s.yaml"), &vars)
+        .unwrap()
+        .manifest;
+    assert_eq!(base.name, "c9s");
+    assert_eq!(
+        base.repos[0].baseurl,
+        ["https://mirror.stream.centos.org/9-stream/BaseOS/x86_64/os/"]
+    );
+    assert_eq!(
+        base.inputs.keys,
+        [KeyRef::Fingerprint(
+            Fingerprint::parse("99DB70FAE1D7CE227FB6488205B555B38483C65D").unwrap()
+        )]
+    );
+    assert!(base.packages.iter().any(|p| p == "centos-stream-release"));
+    assert!(!base.packages.iter().any(|p| p == "redhat-release"));
+    for release in ["4.19", "4.20"] {
+        let m = ReleaseManifest::load(&manifests().join(format!("okd/okd-{release}.yaml")), &vars)
+            .unwrap()
+            .manifest;
+        assert_eq!(m.release.to_string(), release);
+        // CentOS Stream's own repos too: NetworkManager-ovs is AppStream's.
+        for repo in ["c9s-sig-cloud-okd", "c9s-sig-nfv", "c9s-appstream"] {
+            assert!(m.inputs.allows_repo(repo), "{release}: {repo}");
+        }
+        // CentOS's, the two SIGs' and Red Hat's.
+        assert_eq!(m.inputs.keys.len(), 4, "{release}");
+    }
+    let err =
+        ReleaseManifest::load(&manifests().join("okd/okd-4.19.yaml"), &Vars::new()).unwrap_err();
+    assert!(
+        err.to_string().contains("`ose_baseurl` has no value"),
+        "{err}"
+    );
+}
+
 #[test]
 fn real_manifests_need_the_entitlement() {
-    let err = ReleaseManifest::load(&manifests().join("ocp-4.13.yaml"), &Vars::new()).unwrap_err();
+    let err = ReleaseManifest::load(&manifests().join("ocp-4.19.yaml"), &Vars::new()).unwrap_err();
     assert!(
         matches!(err, ManifestError::UnsetVariable { ref name, .. } if name == "entitlement"),
         "{err}"
     );
     assert!(
         err.to_string()
-            .contains("rhel-8.6/rhel-8.6.repo:17:17: variable `entitlement` has no value"),
+            .contains("rhel-9.6/rhel-9.6.repo:18:17: variable `entitlement` has no value"),
         "{err}"
     );
 }
@@ -365,9 +454,24 @@ fn canonical_json_is_deterministic_across_loads() {
 fn shipped_pipelines_name_shipped_manifests() {
     let two_fixtures = fixture_vars().with("fixture_rhel_9_6", "/tmp/x9").unwrap();
     for (path, vars, want) in [
-        ("demo/pipeline.yaml", two_fixtures, &["4.12", "4.19", "4.20"][..]),
-        ("demo/pipeline-rhel-8.6.yaml", fixture_vars(), &["4.12", "4.13"]),
-        ("pipeline.yaml", entitled_vars(), &["4.12", "4.13"]),
+        (
+            "demo/pipeline.yaml",
+            two_fixtures,
+            &["4.12", "4.19", "4.20"][..],
+        ),
+        (
+            "demo/pipeline-rhel-8.6.yaml",
+            fixture_vars(),
+            &["4.12", "4.13"],
+        ),
+        ("pipeline.yaml", entitled_vars(), &["4.12", "4.19", "4.20"]),
+        (
+            "okd/pipeline.yaml",
+            Vars::new()
+                .with("ose_baseurl", "https://ci.example/ose")
+                .unwrap(),
+            &["4.19", "4.20"],
+        ),
     ] {
         let p = strata_manifest::PipelineManifest::load(&manifests().join(path), &vars)
             .unwrap_or_else(|e| panic!("{path}: {e}"))

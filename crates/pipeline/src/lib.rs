@@ -228,7 +228,11 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
     // base stops the run before any release is derived.
     let mut bases: Vec<ImageResult> = Vec::new();
     for stage in &pipeline.bases {
-        opts.event("compose", &format!("base {}", stage_name(stage)), State::Started);
+        opts.event(
+            "compose",
+            &format!("base {}", stage_name(stage)),
+            State::Started,
+        );
         let composed = strata_compose::compose(
             &strata_compose::ComposeOptions::new(&stage.manifest, &opts.workdir)
                 .vars(pipeline.line_vars(stage)?)

@@ -234,7 +234,13 @@ mod tests {
             base_digest: "sha256:b1".into(),
             image: image("ocp-4.13", digest),
         };
-        let first = write(d.path(), "demo", std::slice::from_ref(&base), &[rel("sha256:d1")]).unwrap();
+        let first = write(
+            d.path(),
+            "demo",
+            std::slice::from_ref(&base),
+            &[rel("sha256:d1")],
+        )
+        .unwrap();
         assert!(first.changed);
         assert_eq!(first.id, "release-demo/1");
         assert_eq!(first.release.releases["4.13"].tag, "ocp-4.13-1");
@@ -243,10 +249,22 @@ mod tests {
             Some("rhel-8.6")
         );
         assert_eq!(first.release.bases["rhel-8.6"].digest, "sha256:b1");
-        let again = write(d.path(), "demo", std::slice::from_ref(&base), &[rel("sha256:d1")]).unwrap();
+        let again = write(
+            d.path(),
+            "demo",
+            std::slice::from_ref(&base),
+            &[rel("sha256:d1")],
+        )
+        .unwrap();
         assert!(!again.changed);
         assert_eq!(again.id, first.id);
-        let next = write(d.path(), "demo", std::slice::from_ref(&base), &[rel("sha256:d2")]).unwrap();
+        let next = write(
+            d.path(),
+            "demo",
+            std::slice::from_ref(&base),
+            &[rel("sha256:d2")],
+        )
+        .unwrap();
         assert!(next.changed);
         assert_eq!(next.id, "release-demo/2");
         let on_disk: ReleaseJson =

@@ -15,11 +15,14 @@ fn shipped_pipelines_name_known_platforms() {
         .with("fixture_rhel_9_6", "/f9")
         .unwrap()
         .with("entitlement", "/e")
+        .unwrap()
+        .with("ose_baseurl", "https://ci.example/ose")
         .unwrap();
     for path in [
         "demo/pipeline.yaml",
         "demo/pipeline-rhel-8.6.yaml",
         "pipeline.yaml",
+        "okd/pipeline.yaml",
     ] {
         let p = PipelineManifest::load(&root.join(path), &vars)
             .unwrap()
