@@ -177,7 +177,9 @@ fn okd_line_on_centos_stream_composes_derives_and_boots() {
         assert!(packages.contains(&want), "{want} not in {packages:?}");
     }
     // UEFI: shim and GRUB from CentOS's vendor directory, EFI/centos.
-    let marker = boot(&w, &f, &format!("ocp-4.19-{version}"), Firmware::Uefi);
+    // OKD's releases are streams of their own.
+    assert_eq!(s(&release["stream"]), "okd-4.19");
+    let marker = boot(&w, &f, &format!("okd-4.19-{version}"), Firmware::Uefi);
     assert_eq!(
         marker,
         format!(

@@ -281,20 +281,12 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     // keeps bdb. Converted once here, for the resolve and every install.
     strata_rpmdb::convert(&probe_rpmdb, strata_rpmdb::Backend::Sqlite)
         .context("reading the base's rpmdb")?;
-    let releasever = releasever_of(&lower)?;
+    let os = BaseOs::of(&lower)?;
     let mut plans = Vec::new();
     for path in &opts.manifests {
         plans.push(
-            plan(
-                &wd,
-                &base,
-                probe.path(),
-                &releasever,
-                path,
-                opts,
-                &overrides,
-            )
-            .with_context(|| format!("deriving {}", path.display()))?,
+            plan(&wd, &base, probe.path(), &os, path, opts, &overrides)
+                .with_context(|| format!("deriving {}", path.display()))?,
         );
     }
     for o in &overrides {
@@ -438,14 +430,14 @@ fn plan(
     wd: &Workdir,
     base: &Base,
     probe_root: &Path,
-    releasever: &str,
+    os: &BaseOs,
     path: &Path,
     opts: &DeriveOptions,
     overrides: &[OverrideRpm],
 ) -> Result<Plan> {
     let loaded = ReleaseManifest::load(path, &opts.vars)?;
     let manifest = loaded.manifest.clone();
-    let stream = format!("ocp-{}", manifest.release);
+    let stream = format!("{}-{}", os.product, manifest.release);
     let (allowed, disallowed) = files::partition_repos(&manifest.repos, &manifest.inputs);
     if allowed.is_empty() {
         bail!("no repo of {} is allowed by inputs.repos", path.display());
@@ -454,7 +446,7 @@ fn plan(
     files::check_local_repos(&allowed)?;
     let repos: Vec<RepoConfig> = allowed.iter().map(|r| files::repo_config(r)).collect();
 
-    let mut dnf_opts = DnfOptions::new(probe_root, wd.cache().join("dnf"), releasever);
+    let mut dnf_opts = DnfOptions::new(probe_root, wd.cache().join("dnf"), &os.releasever);
     dnf_opts.dbpath = RPMDB.to_string();
     dnf_opts.ignore_scripts = manifest.ignore_scripts.clone();
     let specs: Vec<String> = manifest
@@ -822,6 +814,28 @@ fn os_release_value(root: &Path, key: &str) -> Option<String> {
         let v = l.strip_prefix(key)?.strip_prefix('=')?;
         Some(v.trim_matches(|c| c == '"' || c == '\'').to_string())
     })
+}
+
+/// What a release's plan needs from the base's os-release.
+struct BaseOs {
+    /// `$releasever`.
+    releasever: String,
+    /// The streams' prefix: `ocp`, or `okd` on a CentOS Stream base (OKD's
+    /// releases are streams of their own, so that one workdir can hold
+    /// OpenShift 4.19 and OKD 4.19).
+    product: &'static str,
+}
+
+impl BaseOs {
+    fn of(lower: &Path) -> Result<BaseOs> {
+        Ok(BaseOs {
+            releasever: releasever_of(lower)?,
+            product: match os_release_value(lower, "ID").as_deref() {
+                Some("centos") => "okd",
+                _ => "ocp",
+            },
+        })
+    }
 }
 
 /// `$releasever` of the base: the major of its os-release `VERSION_ID`.
