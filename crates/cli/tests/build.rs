@@ -316,7 +316,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     assert_shape(&first, "build");
     assert_eq!(first["changed"], true);
     assert_eq!(first["base"]["changed"], true);
-    assert_eq!(first["name"], "rhcos-demo");
+    assert_eq!(first["name"], "rhcos-rhel-8.6");
     assert_eq!(first["digest"], first["base"]["digest"]);
     assert_eq!(first["base"]["disks"], Value::Null, "no base platforms");
     for r in ["4.12", "4.13"] {
@@ -605,7 +605,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         pushed["release_changed"], true,
         "the record gains pullspecs"
     );
-    assert_eq!(pushed["release_id"], "release-rhcos-demo/2");
+    assert_eq!(pushed["release_id"], "release-rhcos-rhel-8.6/2");
     drop(registry);
     eprintln!("step 3 (three machines) done at {:?}", started.elapsed());
 
@@ -653,7 +653,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
             "openshift-kubelet-4.13.0-202610200000.p0.rhaos4.13.el8.x86_64 -> openshift-kubelet-4.13.0-202612010000.p0.rhaos4.13.el8.x86_64"
         ])
     );
-    assert_eq!(updated["release_id"], "release-rhcos-demo/3");
+    assert_eq!(updated["release_id"], "release-rhcos-rhel-8.6/3");
     let record: Value =
         serde_json::from_slice(&std::fs::read(s(&updated["release_json"])).unwrap()).unwrap();
     assert_eq!(record["releases"]["4.13"]["digest"], u13["digest"]);
