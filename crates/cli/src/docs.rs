@@ -25,10 +25,13 @@ These rules hold for every command; CI jobs rely on them.
   release manifest). `compose`, `derive` and `build` add `changed` (false
   when the inputs were unchanged and nothing was rebuilt). The shapes are in
   [formats.md](formats.md#command-output---json).
-- **stderr carries logs**, filtered by `RUST_LOG` (default `info`; e.g.
-  `RUST_LOG=debug` shows every external command line, `RUST_LOG=warn`
-  only problems). Colours and progress spinners only when stderr is a
-  terminal; otherwise plain log lines, one event per line.
+- **stderr carries logs** at `info` by default: `-v` shows debug (every
+  external command line), `-vv` trace, `-q` only warnings and errors, `-qq`
+  only errors (or `RUST_LOG`, when no flag is given). Messages of the C
+  libraries strata loads (libdnf, librepo) are at debug unless they warn.
+  `--log-format json` writes one JSON object per log line, for CI log
+  collectors. Colours and progress spinners only when stderr is a terminal;
+  otherwise plain log lines, one event per line.
 - **Exit codes** are stable:
 
   | code | meaning |

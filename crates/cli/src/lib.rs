@@ -34,8 +34,47 @@ pub use transport::RegistryArgs;
 #[derive(Debug, Parser, PartialEq, Eq)]
 #[command(name = "strata", version, about)]
 pub struct Cli {
+    #[command(flatten)]
+    pub log: LogArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How much the logs on stderr say, and in which form: options of every
+/// command.
+#[derive(Debug, Clone, Default, clap::Args, PartialEq, Eq)]
+pub struct LogArgs {
+    /// More detail in the logs: -v debug (every external command line),
+    /// -vv trace. Overrides RUST_LOG.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub quiet: u8,
+    /// Log lines as text, or as one JSON object per line (for CI log
+    /// collectors).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl LogArgs {
+    /// The log filter: the flags' level, else `RUST_LOG`, else info.
+    fn filter(&self) -> Option<&'static str> {
+        match (self.verbose, self.quiet) {
+            (0, 0) => None,
+            (1, _) => Some("debug"),
+            (_, 0) => Some("trace"),
+            (_, 1) => Some("warn"),
+            _ => Some("error"),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand, PartialEq, Eq)]
@@ -68,16 +107,28 @@ pub enum Command {
     DiskWorker(DiskWorkerArgs),
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default: info).
-pub fn init_logging() {
+/// Logs to stderr, filtered by the flags or `RUST_LOG` (default: info).
+/// Called once, right after the command line is parsed and before any
+/// thread or child process starts: a flag's level is also put in
+/// `RUST_LOG`, so that the workers strata runs (derive's, disk's) log at
+/// the same level.
+fn init_logging(log: &LogArgs) {
+    if let Some(level) = log.filter() {
+        std::env::set_var("RUST_LOG", level);
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
+        .with_target(false);
+    // A second call (a test driving `run` twice) keeps the first subscriber.
+    let _ = match log.log_format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+    };
 }
 
 /// Parses `args` and runs the command. Usage errors exit 2 (clap's own).
@@ -139,6 +190,7 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
             return Ok(ExitCode::SUCCESS);
         }
     };
+    init_logging(&cli.log);
     match cli.command {
         Command::Fixture(args) => demo::fixture(args),
         Command::Demo(args) => demo::run(args),
@@ -168,6 +220,7 @@ mod tests {
         assert_eq!(
             cli,
             Cli {
+                log: LogArgs::default(),
                 command: Command::Fixture(FixtureArgs {
                     out: "/tmp/f".into(),
                     scale: 3,

@@ -1,7 +1,6 @@
 //! The `strata` binary: a shim over [`strata_cli::main`].
 
 fn main() -> std::process::ExitCode {
-    strata_cli::init_logging();
     quiet_on_closed_stdout();
     strata_cli::main(std::env::args_os().collect())
 }

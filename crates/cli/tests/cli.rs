@@ -48,6 +48,58 @@ fn usage_errors_exit_2() {
     }
 }
 
+/// -v/-q set the log level over RUST_LOG, --log-format json makes each log
+/// line a JSON object; a failure's `error:` line is printed whatever the
+/// level; a command that fails before doing anything leaves no workdir.
+#[test]
+fn log_flags_set_level_and_format() {
+    let f = Fixture::for_tests().unwrap();
+    let fixture = |extra: &[&str]| {
+        let out = strata()
+            .args(extra)
+            .args(["fixture", "--out"])
+            .arg(&f.root)
+            .env("RUST_LOG", "info")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let plain = fixture(&[]);
+    assert!(plain.contains("is current"), "{plain}");
+    assert!(fixture(&["-q"]).is_empty());
+    let json = fixture(&["--log-format", "json"]);
+    for line in json.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["level"], "INFO", "{line}");
+    }
+    assert!(json.contains("is current"), "{json}");
+    // -v and -q together are a usage error.
+    let out = strata()
+        .args(["-v", "-q", "fixture", "--out", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+
+    let d = tempfile::tempdir().unwrap();
+    let w = d.path().join("w");
+    let out = strata()
+        .args(["-qq", "inspect", "nope", "--workdir"])
+        .arg(&w)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        format!(
+            "error: inspecting oci:{w}/oci:nope: {w}/oci is not an OCI image layout: no such directory\n",
+            w = w.display()
+        )
+    );
+    assert!(!w.exists(), "a failed inspect created its workdir");
+}
+
 /// With --json, a failure is one JSON object on stdout as well as the
 /// `error:` line on stderr, so that a CI job can parse it.
 #[test]

@@ -165,7 +165,9 @@ unsafe extern "C" fn log_handler(
     } else if level & sys::G_LOG_LEVEL_WARNING != 0 {
         tracing::warn!(target: "strata_dnf::libdnf", %domain, "{message}");
     } else if level & (sys::G_LOG_LEVEL_MESSAGE | sys::G_LOG_LEVEL_INFO) != 0 {
-        tracing::info!(target: "strata_dnf::libdnf", %domain, "{message}");
+        // Banners and progress chatter (librepo's version line): what
+        // strata itself reports at info says the same in its own words.
+        tracing::debug!(target: "strata_dnf::libdnf", %domain, "{message}");
     } else {
         tracing::trace!(target: "strata_dnf::libdnf", %domain, "{message}");
     }

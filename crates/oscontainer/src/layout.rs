@@ -40,9 +40,14 @@ impl Layout {
     /// Opens an existing layout.
     pub(crate) fn open(path: &Path) -> Result<Layout> {
         if !path.join("oci-layout").is_file() {
+            let why = if path.is_dir() {
+                "the directory has no oci-layout file"
+            } else {
+                "no such directory"
+            };
             return Err(Error::Io {
                 context: format!("{} is not an OCI image layout", path.display()),
-                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, why),
             });
         }
         Ok(Layout {
