@@ -117,6 +117,25 @@ fn rhel_9_6_line_composes_derives_and_boots() {
         assert_eq!(lock["packages"][name]["evra"], evra, "{name}");
     }
 
+    // RHEL 9's rpm database: sqlite, where rpm-ostree keeps it, with the
+    // /usr/lib/sysimage/rpm link RHEL 9's tools look for.
+    let listing = Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args([
+            "ls",
+            s(&base["ostree_commit"]),
+            "/usr/share/rpm",
+            "/usr/lib/sysimage/rpm",
+        ])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    assert!(listing.contains("/usr/share/rpm/rpmdb.sqlite"), "{listing}");
+    assert!(
+        listing.contains("/usr/lib/sysimage/rpm -> ../../share/rpm"),
+        "{listing}"
+    );
+
     // The release: the RHCOS scheme for 4.x on RHEL 9, and the label the
     // cluster-version operator reads.
     let version = s(&release["version"]);

@@ -237,14 +237,31 @@ fn repodata_loads_in_dnf() {
 
 #[test]
 fn generating_twice_gives_identical_bytes() {
-    let f = fixture();
+    same_bytes_twice(strata_testdistro::Flavour::default());
+}
+
+/// The other flavours are as deterministic: the shared test fixture of each
+/// against one generated elsewhere.
+#[test]
+fn every_flavour_generates_identical_bytes_twice() {
+    for flavour in [
+        strata_testdistro::Flavour::Rhel96,
+        strata_testdistro::Flavour::C9s,
+    ] {
+        same_bytes_twice(flavour);
+    }
+}
+
+fn same_bytes_twice(flavour: strata_testdistro::Flavour) {
+    let f = Fixture::for_tests_flavour(flavour).unwrap();
     let other = tempfile::tempdir().unwrap();
     let g = Fixture::generate(
         &other.path().join("f"),
-        &strata_testdistro::Options::default(),
+        &strata_testdistro::Options::default().flavour(flavour),
     )
     .unwrap();
     assert_eq!(f.info, g.info);
+    assert_eq!(g.info.flavour, flavour.name());
     let list = |root: &Path| -> Vec<(String, Vec<u8>)> {
         let mut out = Vec::new();
         let mut stack = vec![root.to_path_buf()];
@@ -270,7 +287,7 @@ fn generating_twice_gives_identical_bytes() {
     assert_eq!(a.len(), b.len());
     for ((pa, da), (pb, db)) in a.iter().zip(&b) {
         assert_eq!(pa, pb);
-        assert!(da == db, "{pa} differs between two generations");
+        assert!(da == db, "{flavour}: {pa} differs between two generations");
     }
 }
 
