@@ -576,11 +576,17 @@ fn changed_packages(
             .repos
             .iter()
             .filter(|r| {
-                r.id == locked.repo && r.snapshot.as_deref().is_none_or(|s| s == SNAPSHOTS[1])
+                Some(r.id.as_str()) == locked.repo()
+                    && r.snapshot.as_deref().is_none_or(|s| s == SNAPSHOTS[1])
             })
             .flat_map(|r| r.packages.iter().map(move |p| (r, p)))
             .find(|(_, p)| &p.name == name)
-            .with_context(|| format!("{name} is not in the fixture's repo {}", locked.repo))?;
+            .with_context(|| {
+                format!(
+                    "{name} is not in the fixture's repo {}",
+                    locked.repo().unwrap_or("?")
+                )
+            })?;
         let path = fixture.root.join(&info.1.file);
         bytes += std::fs::metadata(&path)
             .with_context(|| format!("reading {}", path.display()))?

@@ -360,7 +360,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         .context("encapsulating the commit into the base image")?;
     tracing::info!("base image {} ({})", image.image, image.manifest_digest);
 
-    let lock = lockfile_for(&packages, &allowed);
+    let lock = lockfile_for(&packages, &allowed, &wd.cache().join("dnf"), sde);
     let nevras: Vec<String> = packages.iter().map(|p| p.nevra.clone()).collect();
     let package_diff = match &previous {
         Some(prev) => diff_packages(&wd, prev, &packages),
@@ -558,16 +558,16 @@ fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<()> {
             .as_ref()
             .map(|c| format!("{}:{}", c.kind, c.hex))
             .unwrap_or_default();
-        if !locked.digest.is_empty() && locked.digest != found {
+        if let Some(digest) = locked.digest.as_deref().filter(|d| *d != found) {
             differ.push(format!(
-                "{} from repo {} is {found}, the lockfile says {}",
-                p.nevra, p.repo_id, locked.digest
+                "{} from repo {} is {found}, the lockfile says {digest}",
+                p.nevra, p.repo_id
             ));
         }
-        if !locked.repo.is_empty() && locked.repo != p.repo_id {
+        if let Some(repo) = locked.repo().filter(|r| *r != p.repo_id) {
             differ.push(format!(
-                "{} comes from repo {}, the lockfile says repo {}",
-                p.nevra, p.repo_id, locked.repo
+                "{} comes from repo {}, the lockfile says repo {repo}",
+                p.nevra, p.repo_id
             ));
         }
     }
@@ -605,38 +605,54 @@ fn sorted(packages: &[Package]) -> Vec<Package> {
     p
 }
 
-fn lockfile_for(packages: &[Package], repos: &[&strata_manifest::Repo]) -> Lockfile {
+/// The lockfile of a resolved set, as rpm-ostree writes one: dated by the
+/// build's SOURCE_DATE_EPOCH (rpm-ostree uses the day it ran; a date from
+/// the inputs keeps the file reproducible), each repo by its metadata
+/// timestamp.
+fn lockfile_for(
+    packages: &[Package],
+    repos: &[&strata_manifest::Repo],
+    dnf_cache: &Path,
+    sde: u64,
+) -> Lockfile {
+    let rpmmd_repos = repos
+        .iter()
+        .filter_map(|r| {
+            let baseurl = r.baseurl.first()?;
+            let repomd = lockfile::repomd_path(baseurl, &r.id, dnf_cache)?;
+            let generated = lockfile::repomd_generated(&repomd)?;
+            Some((
+                r.id.clone(),
+                lockfile::RepoTimestamp {
+                    generated: lockfile::rfc3339(generated),
+                },
+            ))
+        })
+        .collect();
     Lockfile {
         packages: packages
             .iter()
             .map(|p| {
+                let mut metadata = BTreeMap::new();
+                if let Some(name) = p.source_rpm.as_deref().and_then(lockfile::source_name) {
+                    metadata.insert("sourcerpm".to_string(), name.into());
+                }
+                metadata.insert("repo".to_string(), p.repo_id.clone().into());
                 (
                     p.name.clone(),
                     LockedPackage {
-                        evra: format!("{}.{}", p.evr(), p.arch),
-                        digest: p
-                            .checksum
-                            .as_ref()
-                            .map(|c| format!("{}:{}", c.kind, c.hex))
-                            .unwrap_or_default(),
-                        repo: p.repo_id.clone(),
+                        evra: Some(format!("{}.{}", p.evr(), p.arch)),
+                        evr: None,
+                        digest: p.checksum.as_ref().map(|c| format!("{}:{}", c.kind, c.hex)),
+                        metadata: Some(metadata),
                     },
                 )
             })
             .collect(),
-        repos: repos
-            .iter()
-            .map(|r| {
-                let baseurl = r.baseurl.first().cloned().unwrap_or_default();
-                (
-                    r.id.clone(),
-                    lockfile::LockedRepo {
-                        repomd: lockfile::repomd_digest(&baseurl),
-                        baseurl,
-                    },
-                )
-            })
-            .collect(),
+        metadata: Some(lockfile::LockMetadata {
+            generated: Some(lockfile::rfc3339(sde as i64)),
+            rpmmd_repos: Some(rpmmd_repos),
+        }),
     }
 }
 

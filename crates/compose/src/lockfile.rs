@@ -1,59 +1,101 @@
-//! `manifest-lock.x86_64.json`: the exact package set of a compose.
+//! `manifest-lock.x86_64.json`: the exact package set of a compose, in
+//! rpm-ostree's lockfile format, so that each tool reads the other's.
+//!
+//! The format (rpm-ostree's `rust/src/lockfile.rs`, which refuses unknown
+//! fields): `packages` maps a name to `evra` (or `evr`, any arch) and an
+//! optional `digest` (`sha256:<hex>` of the .rpm, as the repodata has it)
+//! and free-form `metadata`; the top-level `metadata` has `generated` (RFC
+//! 3339) and `rpmmd_repos`, each repo's metadata timestamp (the newest
+//! `<timestamp>` of its repomd.xml, what libdnf calls the repo's
+//! `timestamp_generated`). strata writes per package the metadata
+//! rpm-ostree writes (`sourcerpm`, the source package's name) plus `repo`,
+//! the repo it came from; it reads lockfiles of either tool.
 //!
 //! Written by every compose; `--lockfile F` composes exactly the packages
-//! it lists (name -> evra, arch, digest) and fails naming any it cannot
-//! find. The repos' metadata checksums record what the set was resolved
-//! against.
+//! it lists and fails naming any it cannot find, or whose file or repo is
+//! not the locked one.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 pub const FILE_NAME: &str = "manifest-lock.x86_64.json";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Lockfile {
     pub packages: BTreeMap<String, LockedPackage>,
-    /// repo id -> checksum of its repomd.xml when resolved.
-    #[serde(default)]
-    pub repos: BTreeMap<String, LockedRepo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<LockMetadata>,
 }
 
+/// One locked package: `evra`, or `evr` for any arch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LockedPackage {
-    pub evra: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evra: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evr: Option<String>,
     /// `sha256:<hex>` of the .rpm file.
-    pub digest: String,
-    pub repo: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+impl LockedPackage {
+    /// The repo strata recorded the package from, if the lockfile says.
+    pub fn repo(&self) -> Option<&str> {
+        self.metadata.as_ref()?.get("repo")?.as_str()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LockedRepo {
-    pub baseurl: String,
-    /// `sha256:<hex>` of repodata/repomd.xml, when the repo is local.
-    pub repomd: Option<String>,
+#[serde(deny_unknown_fields)]
+pub struct LockMetadata {
+    /// When the set was resolved (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<String>,
+    /// Repo id -> its metadata timestamp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpmmd_repos: Option<BTreeMap<String, RepoTimestamp>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoTimestamp {
+    /// RFC 3339.
+    pub generated: String,
 }
 
 impl Lockfile {
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the lockfile {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("parsing the lockfile {}", path.display()))
+        let lock: Lockfile = serde_json::from_str(&text)
+            .with_context(|| format!("parsing the lockfile {}", path.display()))?;
+        for (name, p) in &lock.packages {
+            if p.evra.is_some() == p.evr.is_some() {
+                bail!(
+                    "{}: package {name} needs exactly one of evra and evr",
+                    path.display()
+                );
+            }
+        }
+        Ok(lock)
     }
 
-    /// `name-evr.arch` specs that select exactly the locked packages.
+    /// `name-evr[.arch]` specs that select exactly the locked packages.
     pub fn specs(&self) -> Vec<String> {
         self.packages
             .iter()
             .map(|(name, p)| {
-                let evra = p
-                    .evra
-                    .split_once(':')
-                    .map_or(p.evra.as_str(), |(_, rest)| rest);
-                format!("{name}-{evra}")
+                let evr = p.evra.as_deref().or(p.evr.as_deref()).unwrap_or_default();
+                let evr = evr.split_once(':').map_or(evr, |(_, rest)| rest);
+                format!("{name}-{evr}")
             })
             .collect()
     }
@@ -65,13 +107,120 @@ impl Lockfile {
     }
 }
 
-/// `sha256:<hex>` of a local repo's repomd.xml, if the URL is `file://`.
-pub fn repomd_digest(baseurl: &str) -> Option<String> {
-    use sha2::Digest;
-    let dir = baseurl.strip_prefix("file://")?;
-    let bytes = std::fs::read(Path::new(dir).join("repodata/repomd.xml")).ok()?;
-    Some(format!(
-        "sha256:{}",
-        hex::encode(sha2::Sha256::digest(bytes))
-    ))
+/// The source package's name from its file name (`bash-4.4.20-4.el8_6.src.rpm`
+/// -> `bash`), as rpm-ostree records it.
+pub fn source_name(source_rpm: &str) -> Option<&str> {
+    let mut parts = source_rpm.rsplitn(3, '-');
+    let (_, _, name) = (parts.next()?, parts.next()?, parts.next()?);
+    Some(name)
+}
+
+/// The newest `<timestamp>` of a repo's repomd.xml: the repo's metadata
+/// time as libdnf and rpm-ostree take it.
+pub fn repomd_generated(repomd: &Path) -> Option<i64> {
+    let text = std::fs::read_to_string(repomd).ok()?;
+    text.split("<timestamp>")
+        .skip(1)
+        .filter_map(|rest| rest.split("</timestamp>").next()?.trim().parse().ok())
+        .max()
+}
+
+/// Where a repo's repomd.xml is: in the repo itself for `file://`, else in
+/// libdnf's metadata cache under `dnf_cache` (`<id>-<releasever>-<arch>`).
+pub fn repomd_path(baseurl: &str, id: &str, dnf_cache: &Path) -> Option<std::path::PathBuf> {
+    if let Some(dir) = baseurl.strip_prefix("file://") {
+        return Some(Path::new(dir).join("repodata/repomd.xml"));
+    }
+    let prefix = format!("{id}-");
+    std::fs::read_dir(dnf_cache.join("metadata"))
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path().join("repodata/repomd.xml"))
+        .find(|p| p.is_file())
+}
+
+/// RFC 3339 of a Unix time, in UTC, to the second.
+pub fn rfc3339(secs: i64) -> String {
+    strata_manifest::UtcDateTime::from_unix_seconds(secs).rfc3339()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lockfile as rpm-ostree writes it (evra, digest, sourcerpm), and an
+    /// override as rpm-ostree accepts it (evr, no digest).
+    const RPM_OSTREE: &str = r#"{
+  "packages": {
+    "bash": {
+      "evra": "4.4.20-4.el8_6.x86_64",
+      "digest": "sha256:8d3f0e9c9b0f0b7d3f0e9c9b0f0b7d3f0e9c9b0f0b7d3f0e9c9b0f0b7d3f0e9c",
+      "metadata": {"sourcerpm": "bash"}
+    },
+    "gmp": {"evr": "1:6.1.2-10.el8"}
+  },
+  "metadata": {
+    "generated": "2026-10-15T00:00:00Z",
+    "rpmmd_repos": {"rhel-8.6-baseos": {"generated": "2026-10-15T00:00:00Z"}}
+  }
+}"#;
+
+    #[test]
+    fn reads_rpm_ostree_lockfiles() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("lock.json");
+        std::fs::write(&path, RPM_OSTREE).unwrap();
+        let lock = Lockfile::load(&path).unwrap();
+        assert_eq!(
+            lock.specs(),
+            ["bash-4.4.20-4.el8_6.x86_64", "gmp-6.1.2-10.el8"]
+        );
+        assert_eq!(lock.packages["bash"].repo(), None);
+        // What strata writes reads back the same.
+        let again: Lockfile = serde_json::from_slice(&lock.to_json()).unwrap();
+        assert_eq!(again, lock);
+    }
+
+    #[test]
+    fn refuses_what_rpm_ostree_refuses() {
+        let d = tempfile::tempdir().unwrap();
+        let cases = [
+            (r#"{"packages": {}, "repos": {}}"#, "unknown field `repos`"),
+            (
+                r#"{"packages": {"bash": {"evra": "1-1.x86_64", "repo": "x"}}}"#,
+                "unknown field `repo`",
+            ),
+            (
+                r#"{"packages": {"bash": {"evra": "1-1.x86_64", "evr": "1-1"}}}"#,
+                "package bash needs exactly one of evra and evr",
+            ),
+        ];
+        for (text, want) in cases {
+            let path = d.path().join("lock.json");
+            std::fs::write(&path, text).unwrap();
+            let e = format!("{:#}", Lockfile::load(&path).unwrap_err());
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn source_names_and_repomd_times() {
+        assert_eq!(source_name("bash-4.4.20-4.el8_6.src.rpm"), Some("bash"));
+        assert_eq!(
+            source_name("kernel-rt-6.1.0-57.el8_6.src.rpm"),
+            Some("kernel-rt")
+        );
+        assert_eq!(source_name("x.src.rpm"), None);
+        let d = tempfile::tempdir().unwrap();
+        let repomd = d.path().join("repomd.xml");
+        std::fs::write(
+            &repomd,
+            "<repomd><revision>9</revision><data type=\"primary\"><timestamp>1792022400</timestamp></data>\
+             <data type=\"filelists\"><timestamp>1792022500</timestamp></data></repomd>",
+        )
+        .unwrap();
+        assert_eq!(repomd_generated(&repomd), Some(1_792_022_500));
+        assert_eq!(rfc3339(1_792_022_400), "2026-10-15T00:00:00Z");
+    }
 }

@@ -231,7 +231,23 @@ fn demo_base_follows_the_conventions() {
     assert_eq!(installed, locked);
     // epel-8 is listed in the manifest but never contributes: RHEL's bash.
     assert_eq!(lock["packages"]["bash"]["evra"], "4.4.20-4.el8_6.x86_64");
-    assert_eq!(lock["packages"]["bash"]["repo"], "rhel-8.6-baseos");
+    // rpm-ostree's lockfile format: evra, digest, metadata (strata's repo;
+    // `sourcerpm` only for packages that name one, which the fixture's,
+    // built with the rpm crate, do not), and each repo's metadata timestamp.
+    assert_eq!(
+        lock["packages"]["bash"]["metadata"]["repo"],
+        "rhel-8.6-baseos"
+    );
+    assert!(lock["packages"]["bash"]["digest"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    assert_eq!(lock["metadata"]["generated"], "2026-10-15T00:00:00Z");
+    assert_eq!(
+        lock["metadata"]["rpmmd_repos"]["rhel-8.6-baseos"]["generated"],
+        "2026-10-15T00:00:00Z"
+    );
+    assert_eq!(lock.get("repos"), None);
     let version = run(Command::new("ostree")
         .arg(format!("--repo={}", repo.display()))
         .args(["show", "--print-metadata-key=version"])
@@ -760,7 +776,10 @@ fn a_lockfile_whose_digest_or_repo_differs_is_refused_by_name() {
         ),
     ] {
         let mut l = lock.clone();
-        l["packages"]["bash"][field] = serde_json::Value::String(value);
+        match field {
+            "repo" => l["packages"]["bash"]["metadata"][field] = serde_json::Value::String(value),
+            _ => l["packages"]["bash"][field] = serde_json::Value::String(value),
+        }
         let path = d.path().join(format!("{field}.json"));
         std::fs::write(&path, serde_json::to_vec(&l).unwrap()).unwrap();
         let w = d.path().join(format!("w-{field}"));
