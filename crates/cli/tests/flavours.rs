@@ -153,6 +153,7 @@ fn rhel_9_6_line_composes_derives_and_boots() {
         s(&inspect["labels"]["io.openshift.build.versions"]),
         format!("machine-os={version}")
     );
+    assert_eq!(os_from_labels(&inspect["labels"]), ("rhcos", "96".into()));
 
     // BIOS: GRUB from grub2-pc-modules; Ignition from the base's initramfs.
     let marker = boot(&w, &f, &format!("ocp-4.19-{version}"), Firmware::Bios);
@@ -198,6 +199,8 @@ fn okd_line_on_centos_stream_composes_derives_and_boots() {
     // UEFI: shim and GRUB from CentOS's vendor directory, EFI/centos.
     // OKD's releases are streams of their own.
     assert_eq!(s(&release["stream"]), "okd-4.19");
+    let inspect = ok(strata(&w, &f, &["inspect", &format!("okd-4.19-{version}")]));
+    assert_eq!(os_from_labels(&inspect["labels"]), ("scos", "9".into()));
     let marker = boot(&w, &f, &format!("okd-4.19-{version}"), Firmware::Uefi);
     assert_eq!(
         marker,
@@ -205,6 +208,34 @@ fn okd_line_on_centos_stream_composes_derives_and_boots() {
             "STRATA-BOOT-OK version={version} openshift=4.19 init=systemd kubelet=yes firstboot=yes"
         )
     );
+}
+
+/// The OS a node image's labels say it is, by the rules of the Machine
+/// Config Operator's osrelease package (`newOperatingSystemFromImageLabels`):
+/// a coreos-assembler label marks a CoreOS image, `version` is required,
+/// `io.openshift.build.version-display-names` names SCOS (the version's
+/// middle field is the OS version), otherwise a middle field starting with
+/// 8 or 9 is RHCOS.
+fn os_from_labels(labels: &Value) -> (&'static str, String) {
+    let coreos = [
+        "coreos-assembler.image-input-checksum",
+        "coreos-assembler.image-config-checksum",
+    ]
+    .iter()
+    .any(|l| labels.get(l).is_some());
+    assert!(coreos, "no CoreOS label: {labels}");
+    let version = s(&labels["version"]);
+    let middle = version.split('.').nth(1).unwrap_or_default().to_string();
+    match labels
+        .get("io.openshift.build.version-display-names")
+        .and_then(Value::as_str)
+        .map(|n| n.replace("machine-os=", ""))
+        .as_deref()
+    {
+        Some("CentOS Stream CoreOS") => ("scos", middle),
+        _ if middle.starts_with('8') || middle.starts_with('9') => ("rhcos", middle),
+        other => panic!("the MCO infers no OS from {labels} ({other:?})"),
+    }
 }
 
 /// A wrapper around a demo base manifest adding one repo, allowed as an

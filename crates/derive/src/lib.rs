@@ -239,6 +239,8 @@ struct Plan {
     manifest_path: PathBuf,
     manifest: ReleaseManifest,
     stream: String,
+    /// What the image calls its OS (`BaseOs::display_name`).
+    os_name: &'static str,
     inputhash: String,
     packages: Vec<Package>,
     base_upgrades: Vec<String>,
@@ -544,6 +546,7 @@ fn plan(
         manifest_path: path.to_path_buf(),
         manifest,
         stream,
+        os_name: os.display_name,
         inputhash,
         packages,
         base_upgrades,
@@ -824,15 +827,21 @@ struct BaseOs {
     /// releases are streams of their own, so that one workdir can hold
     /// OpenShift 4.19 and OKD 4.19).
     product: &'static str,
+    /// What the derived image calls its OS, in its os-release `NAME` and
+    /// its `io.openshift.build.version-display-names` label.
+    display_name: &'static str,
 }
 
 impl BaseOs {
     fn of(lower: &Path) -> Result<BaseOs> {
+        let centos = os_release_value(lower, "ID").as_deref() == Some("centos");
         Ok(BaseOs {
             releasever: releasever_of(lower)?,
-            product: match os_release_value(lower, "ID").as_deref() {
-                Some("centos") => "okd",
-                _ => "ocp",
+            product: if centos { "okd" } else { "ocp" },
+            display_name: if centos {
+                "CentOS Stream CoreOS"
+            } else {
+                "Red Hat Enterprise Linux CoreOS"
             },
         })
     }
@@ -1019,9 +1028,23 @@ fn finish(
         "com.coreos.openshift-version".into(),
         p.manifest.release.to_string(),
     );
+    // What the cluster reads from a node image (the MCO's osrelease
+    // package infers the OS from these when it has no os-release: a
+    // coreos-assembler label marks a CoreOS image, `version` is required,
+    // the display name tells SCOS from RHCOS; `oc adm release` shows the
+    // build versions under their display names).
     labels.insert(
         "io.openshift.build.versions".into(),
         format!("machine-os={}", p.version),
+    );
+    labels.insert(
+        "io.openshift.build.version-display-names".into(),
+        format!("machine-os={}", p.os_name),
+    );
+    labels.insert("version".into(), p.version.clone());
+    labels.insert(
+        "coreos-assembler.image-input-checksum".into(),
+        p.inputhash.clone(),
     );
     labels.insert("strata.inputhash".into(), p.inputhash.clone());
     labels.insert("strata.base.digest".into(), base.digest.clone());
