@@ -2,7 +2,7 @@
 CARGO ?= cargo
 STRATA = target/release/strata
 
-.PHONY: deps build demo test test-first-run fuzz lint bench fixture
+.PHONY: deps build demo test test-first-run fuzz lint bench fixture install
 
 deps:
 	./ci/install-deps
@@ -12,6 +12,18 @@ build: deps
 
 demo: build
 	$(STRATA) demo
+
+# The binary, its man pages and shell completions (generated from the CLI
+# definitions, checked current by crates/cli/tests/docs.rs) under
+# $(DESTDIR)$(PREFIX).
+PREFIX ?= /usr/local
+install: build
+	install -D -m 0755 $(STRATA) $(DESTDIR)$(PREFIX)/bin/strata
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0644 docs/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -D -m 0644 completions/strata.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/strata
+	install -D -m 0644 completions/_strata $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_strata
+	install -D -m 0644 completions/strata.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/strata.fish
 
 test: deps
 	$(CARGO) test --workspace

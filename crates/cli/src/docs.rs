@@ -1,7 +1,8 @@
-//! docs/cli.md, generated from the clap definitions so that the reference
-//! cannot drift from the binary (a test compares the file with this
-//! output; `STRATA_REGENERATE_DOCS=1 cargo test -p strata-cli --test docs`
-//! rewrites it).
+//! docs/cli.md, the man pages (`docs/man/`) and the shell completions
+//! (`completions/`), generated from the clap definitions so that none can
+//! drift from the binary (a test compares the files with this output;
+//! `STRATA_REGENERATE_DOCS=1 cargo test -p strata-cli --test docs` rewrites
+//! them; `make install` installs them).
 //!
 //! Must not: document anything clap does not know, except the fixed
 //! sections on output, exit codes and logging (`CONTRACT`), which state the
@@ -173,4 +174,47 @@ fn meaning(a: &clap::Arg) -> String {
         let _ = write!(m, " Default: `{}`.", defaults.join(","));
     }
     m.replace('|', "\\|")
+}
+
+/// One man page per command and subcommand (`strata.1`, `strata-compose.1`,
+/// `strata-node-update.1`, …), hidden commands left out: file name and
+/// roff text.
+pub fn man_pages() -> Vec<(String, Vec<u8>)> {
+    fn walk(cmd: &clap::Command, name: &str, out: &mut Vec<(String, Vec<u8>)>) {
+        let cmd = cmd.clone().display_name(name.to_string());
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd.clone())
+            .render(&mut page)
+            .expect("rendering into memory cannot fail");
+        out.push((format!("{name}.1"), page));
+        for sub in cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        {
+            walk(sub, &format!("{name}-{}", sub.get_name()), out);
+        }
+    }
+    let mut cmd = crate::Cli::command();
+    cmd.build();
+    let mut out = Vec::new();
+    walk(&cmd, "strata", &mut out);
+    out
+}
+
+/// Completions for bash, zsh and fish: file name (as each shell looks it
+/// up) and script.
+pub fn completions() -> Vec<(String, Vec<u8>)> {
+    use clap_complete::Shell;
+    [
+        (Shell::Bash, "strata.bash"),
+        (Shell::Zsh, "_strata"),
+        (Shell::Fish, "strata.fish"),
+    ]
+    .into_iter()
+    .map(|(shell, file)| {
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut crate::Cli::command(), "strata", &mut script);
+        (file.to_string(), script)
+    })
+    .collect()
 }
