@@ -753,7 +753,15 @@ fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<(Identity, ImageRef)> {
     };
     let stream = entry
         .map(|e| e.stream.clone())
-        .or_else(|| openshift_version.as_ref().map(|v| format!("ocp-{v}")))
+        .or_else(|| {
+            // As derive names the streams: OKD's on SCOS are its own.
+            let product = if osname.as_str() == "scos" {
+                "okd"
+            } else {
+                "ocp"
+            };
+            openshift_version.as_ref().map(|v| format!("{product}-{v}"))
+        })
         .unwrap_or_else(|| "disk".to_string());
     let id = Identity {
         version,

@@ -32,6 +32,18 @@ pub struct Identity {
     pub stream: String,
 }
 
+impl Identity {
+    /// The stream name in stream.json: the installer's, `<osname>-<release>`
+    /// (`rhcos-4.19`, `scos-4.19`), for a release image; the build stream
+    /// for a base image.
+    pub fn installer_stream(&self) -> String {
+        match &self.openshift_version {
+            Some(v) => format!("{}-{v}", self.osname.as_str()),
+            None => self.stream.clone(),
+        }
+    }
+}
+
 /// The meta.json object saying what the listed disks hold:
 /// `ostree-commit` and `image-reference` (the image they name).
 pub const IMAGE_CONFIG: &str = "coreos-assembler.image-config";
@@ -144,7 +156,7 @@ pub fn stream_json(id: &Identity, table: &[(&Platform, &Artifact)], last_modifie
         entry["formats"][p.stream_format] = json!({ "disk": disk });
     }
     json!({
-        "stream": id.stream,
+        "stream": id.installer_stream(),
         "metadata": {"last-modified": last_modified},
         "architectures": {"x86_64": {"artifacts": artifacts}},
     })
@@ -209,5 +221,14 @@ mod tests {
         let a = aleph(&id(Some("4.13")));
         assert_eq!(a["openshift-version"], "4.13");
         assert_eq!(a["container-image"]["image-digest"], "sha256:aa");
+    }
+
+    #[test]
+    fn stream_names_are_the_installers() {
+        assert_eq!(id(Some("4.13")).installer_stream(), "rhcos-4.13");
+        let mut okd = id(Some("4.19"));
+        okd.osname = "scos".parse().unwrap();
+        assert_eq!(okd.installer_stream(), "scos-4.19");
+        assert_eq!(id(None).installer_stream(), "ocp-4.13");
     }
 }

@@ -302,6 +302,8 @@ fn layout_filesystems_and_metadata() {
     assert_eq!(meta["images"]["qemu"]["size"], artifact("qemu").size);
     let stream: coreos_stream_metadata::Stream =
         serde_json::from_slice(&std::fs::read(&r.stream_json).unwrap()).unwrap();
+    // Named as the installer names its streams.
+    assert_eq!(stream.stream, "rhcos-4.13");
     let x86 = &stream.architectures["x86_64"];
     let qcow = &x86.artifacts["qemu"].formats["qcow2"]["disk"];
     assert_eq!(qcow.sha256, artifact("qemu").sha256);
