@@ -778,13 +778,32 @@ fn a_bad_pipeline_fails_before_any_work() {
             "edition: 1\nname: x\nbase:\n  manifest: {base}\nreleases:\n  - manifest: {rel}\n    platfroms: [qemu]\n",
             "pipeline.yaml:7:5: unknown field `platfroms`",
         ),
+        // Two bases of one stream, two releases of one number.
+        (
+            "edition: 1\nname: x\nbases:\n  - manifest: {base}\n  - manifest: {base2}\nreleases:\n  - manifest: {rel}\n    base: {base}\n",
+            "are both named rhel-8.6: one pipeline composes each base stream once",
+        ),
+        (
+            "edition: 1\nname: x\nbase:\n  manifest: {base}\nreleases:\n  - manifest: {ocp}\n  - manifest: {okd}\n",
+            "okd-4.19.yaml are both 4.19: release.json records one image per release",
+        ),
     ];
+    // The RHEL 8.6 base again, under another file.
+    let base2 = tmp.path().join("again.yaml");
+    std::fs::write(
+        &base2,
+        format!("edition: 1\ninclude: {}\n", demo("rhel-8.6.yaml").display()),
+    )
+    .unwrap();
     for (text, want) in cases {
         let p = tmp.path().join("pipeline.yaml");
         std::fs::write(
             &p,
             text.replace("{base}", demo("rhel-8.6.yaml").to_str().unwrap())
-                .replace("{rel}", demo("ocp-4.13.yaml").to_str().unwrap()),
+                .replace("{base2}", base2.to_str().unwrap())
+                .replace("{rel}", demo("ocp-4.13.yaml").to_str().unwrap())
+                .replace("{ocp}", demo("ocp-4.19.yaml").to_str().unwrap())
+                .replace("{okd}", demo("okd-4.19.yaml").to_str().unwrap()),
         )
         .unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_strata"))

@@ -239,8 +239,8 @@ struct Plan {
     manifest_path: PathBuf,
     manifest: ReleaseManifest,
     stream: String,
-    /// What the image calls its OS (`BaseOs::display_name`).
-    os_name: &'static str,
+    /// The base's os-release.
+    os: BaseOs,
     inputhash: String,
     packages: Vec<Package>,
     base_upgrades: Vec<String>,
@@ -439,7 +439,7 @@ fn plan(
 ) -> Result<Plan> {
     let loaded = ReleaseManifest::load(path, &opts.vars)?;
     let manifest = loaded.manifest.clone();
-    let stream = format!("{}-{}", os.product, manifest.release);
+    let stream = format!("{}-{}", os.kind.stream_prefix(), manifest.release);
     let (allowed, disallowed) = files::partition_repos(&manifest.repos, &manifest.inputs);
     if allowed.is_empty() {
         bail!("no repo of {} is allowed by inputs.repos", path.display());
@@ -546,7 +546,7 @@ fn plan(
         manifest_path: path.to_path_buf(),
         manifest,
         stream,
-        os_name: os.display_name,
+        os: os.clone(),
         inputhash,
         packages,
         base_upgrades,
@@ -775,13 +775,7 @@ fn build_tree(
         remove_files: p.manifest.remove_files.clone(),
         postprocess: p.manifest.postprocess.clone(),
         units: p.manifest.units.clone(),
-        os_release: os_release_values(
-            &p.manifest,
-            &version,
-            &release,
-            &opts_rhel(lower),
-            os_release_value(lower, "ID").as_deref() == Some("centos"),
-        ),
+        os_release: os_release_values(&p.manifest, &version, &release, &p.os),
         source_date_epoch: p.sde,
         base_rpmdb_sqlite: base_rpmdb_sqlite.to_path_buf(),
         initramfs_generator: p.initramfs_generator.clone(),
@@ -806,59 +800,76 @@ fn build_tree(
     })
 }
 
-/// The RHEL `major.minor` of the base tree, from its os-release.
-fn opts_rhel(lower: &Path) -> String {
-    os_release_value(lower, "VERSION_ID").unwrap_or_default()
-}
-
-fn os_release_value(root: &Path, key: &str) -> Option<String> {
-    let text = fs::read_to_string(root.join("usr/lib/os-release")).ok()?;
+fn os_release_field(text: &str, key: &str) -> Option<String> {
     text.lines().find_map(|l| {
         let v = l.strip_prefix(key)?.strip_prefix('=')?;
         Some(v.trim_matches(|c| c == '"' || c == '\'').to_string())
     })
 }
 
-/// What a release's plan needs from the base's os-release.
+/// What a derived image is, by its base: RHCOS on a RHEL base, OKD's SCOS
+/// on a CentOS Stream one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CoreOs {
+    Rhcos,
+    Scos,
+}
+
+impl CoreOs {
+    /// The streams' prefix: OKD's releases are streams of their own, so
+    /// that one workdir can hold OpenShift 4.19 and OKD 4.19.
+    fn stream_prefix(self) -> &'static str {
+        match self {
+            CoreOs::Rhcos => "ocp",
+            CoreOs::Scos => "okd",
+        }
+    }
+
+    /// Its os-release `NAME` and its `io.openshift.build.version-display-names`.
+    fn display_name(self) -> &'static str {
+        match self {
+            CoreOs::Rhcos => "Red Hat Enterprise Linux CoreOS",
+            CoreOs::Scos => "CentOS Stream CoreOS",
+        }
+    }
+}
+
+/// The base's os-release, read once: what a release's plan and its derived
+/// os-release need.
+#[derive(Clone, Debug)]
 struct BaseOs {
-    /// `$releasever`.
+    /// `$releasever`: the major of `VERSION_ID`.
     releasever: String,
-    /// The streams' prefix: `ocp`, or `okd` on a CentOS Stream base (OKD's
-    /// releases are streams of their own, so that one workdir can hold
-    /// OpenShift 4.19 and OKD 4.19).
-    product: &'static str,
-    /// What the derived image calls its OS, in its os-release `NAME` and
-    /// its `io.openshift.build.version-display-names` label.
-    display_name: &'static str,
+    /// `VERSION_ID`: the RHEL `major.minor` (`9.6`), `9` on CentOS Stream.
+    version_id: String,
+    kind: CoreOs,
 }
 
 impl BaseOs {
     fn of(lower: &Path) -> Result<BaseOs> {
-        let centos = os_release_value(lower, "ID").as_deref() == Some("centos");
+        let path = lower.join("usr/lib/os-release");
+        let text = fs::read_to_string(&path).with_context(|| {
+            format!(
+                "reading the base tree's {} (a base composed by strata always has one: is \
+                 this an ostree base image?)",
+                path.display()
+            )
+        })?;
+        let version_id = os_release_field(&text, "VERSION_ID")
+            .context("the base tree's /usr/lib/os-release has no VERSION_ID")?;
         Ok(BaseOs {
-            releasever: releasever_of(lower)?,
-            product: if centos { "okd" } else { "ocp" },
-            display_name: if centos {
-                "CentOS Stream CoreOS"
-            } else {
-                "Red Hat Enterprise Linux CoreOS"
+            releasever: version_id
+                .split('.')
+                .next()
+                .unwrap_or(&version_id)
+                .to_string(),
+            kind: match os_release_field(&text, "ID").as_deref() {
+                Some("centos") => CoreOs::Scos,
+                _ => CoreOs::Rhcos,
             },
+            version_id,
         })
     }
-}
-
-/// `$releasever` of the base: the major of its os-release `VERSION_ID`.
-fn releasever_of(lower: &Path) -> Result<String> {
-    let id = os_release_value(lower, "VERSION_ID").with_context(|| {
-        if lower.join("usr/lib/os-release").is_file() {
-            "the base tree's /usr/lib/os-release has no VERSION_ID".to_string()
-        } else {
-            "the base tree has no /usr/lib/os-release (a base composed by strata always has \
-             one: is this an ostree base image?)"
-                .to_string()
-        }
-    })?;
-    Ok(id.split('.').next().unwrap_or(&id).to_string())
 }
 
 /// The os-release of a derived tree (DESIGN.md "Versions").
@@ -866,21 +877,16 @@ fn os_release_values(
     m: &ReleaseManifest,
     version: &str,
     release: &str,
-    rhel: &str,
-    centos: bool,
+    base: &BaseOs,
 ) -> Vec<(String, String)> {
     // As RHCOS's node image names itself: ID rhcos, the OpenShift release
     // as VERSION_ID, the RHEL minor in RHEL_VERSION (docs/formats.md); on
     // a CentOS Stream base, OKD's SCOS.
-    let (name, id, product, os) = if centos {
-        ("CentOS Stream CoreOS", "scos", "OKD", "CentOS Stream")
-    } else {
-        (
-            "Red Hat Enterprise Linux CoreOS",
-            "rhcos",
-            "OpenShift",
-            "RHEL",
-        )
+    let name = base.kind.display_name();
+    let rhel = base.version_id.as_str();
+    let (id, product, os) = match base.kind {
+        CoreOs::Rhcos => ("rhcos", "OpenShift", "RHEL"),
+        CoreOs::Scos => ("scos", "OKD", "CentOS Stream"),
     };
     vec![
         ("NAME".into(), name.into()),
@@ -1039,7 +1045,7 @@ fn finish(
     );
     labels.insert(
         "io.openshift.build.version-display-names".into(),
-        format!("machine-os={}", p.os_name),
+        format!("machine-os={}", p.os.kind.display_name()),
     );
     labels.insert("version".into(), p.version.clone());
     labels.insert(

@@ -24,6 +24,7 @@
 pub mod disks;
 pub mod record;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -224,6 +225,8 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         .ok()
         .and_then(|s| s.parse().ok());
 
+    check_names(&pipeline)?;
+
     // Every base first (a no-op for an unchanged one), so that a broken
     // base stops the run before any release is derived.
     let mut bases: Vec<ImageResult> = Vec::new();
@@ -375,6 +378,49 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         releases,
         release,
     })
+}
+
+/// Before any work: two bases of one stream would build into each other's
+/// history, and release.json keys the releases by OpenShift release, so
+/// two releases of one number (OpenShift and OKD 4.19) would overwrite
+/// each other's record. Reads only the manifests' names.
+fn check_names(pipeline: &PipelineManifest) -> Result<()> {
+    let line_of = |r: &strata_manifest::Stage| {
+        pipeline
+            .bases
+            .iter()
+            .find(|b| Some(&b.manifest) == r.base.as_ref())
+            .expect("every release names one of the bases (checked by the manifest)")
+    };
+    let mut streams: BTreeMap<String, &Path> = BTreeMap::new();
+    for b in &pipeline.bases {
+        let name = strata_manifest::BaseManifest::load(&b.manifest, &pipeline.line_vars(b)?)?
+            .manifest
+            .name;
+        if let Some(other) = streams.insert(name.clone(), &b.manifest) {
+            bail!(
+                "bases {} and {} are both named {name}: one pipeline composes each base stream once",
+                other.display(),
+                b.manifest.display()
+            );
+        }
+    }
+    let mut releases: BTreeMap<String, &Path> = BTreeMap::new();
+    for r in &pipeline.releases {
+        let release =
+            strata_manifest::ReleaseManifest::load(&r.manifest, &pipeline.line_vars(line_of(r))?)?
+                .manifest
+                .release
+                .to_string();
+        if let Some(other) = releases.insert(release.clone(), &r.manifest) {
+            bail!(
+                "releases {} and {} are both {release}: release.json records one image per release, so they need separate pipelines",
+                other.display(),
+                r.manifest.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn stage_name(s: &strata_manifest::Stage) -> String {

@@ -1707,18 +1707,16 @@ fn adapt(fl: Flavour, repos: &mut [RepoSpec]) {
             .filter(|p| !p.name.starts_with("kernel"))
         {
             let old = format!("{}-{}", p.version, p.release);
-            let (version, release) = if os {
-                fl.evr(
+            if os {
+                (p.version, p.release) = fl.evr(
                     &p.name,
                     &p.version,
                     &p.release,
                     p.build_time == ZSTREAM_TIME,
-                )
+                );
             } else {
-                fl.evr("", &p.version, &p.release, false)
-            };
-            p.version = version;
-            p.release = release;
+                p.release = fl.retag(&p.release);
+            }
             let new = format!("{}-{}", p.version, p.release);
             if new != old {
                 renamed.insert(p.name.clone(), (old, new));

@@ -147,38 +147,38 @@ impl Flavour {
     /// 9.6 keeps `el9_N` z-stream tags, CentOS Stream has none, and el8
     /// module tags (`module+el8.6.0`) become plain `el9` (RHEL 9 has no
     /// modular container tools).
-    fn retag(self, release: &str) -> String {
+    pub(crate) fn retag(self, release: &str) -> String {
         if self == Flavour::Rhel86 {
             return release.into();
         }
-        let mut out = String::new();
-        let mut rest = release;
-        while let Some(at) = rest.find("el8").or_else(|| rest.find("el9")) {
-            let (head, tail) = rest.split_at(at);
-            let head = head.strip_suffix("module+").unwrap_or(head);
-            out.push_str(head);
-            // The tag and its suffix: `el8`, `el8_6`, `el8.6.0`, `el9_6`.
-            let end = tail[3..]
-                .find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.'))
-                .map(|i| i + 3)
-                .unwrap_or(tail.len());
-            let suffix = &tail[3..end];
-            let z = suffix.strip_prefix('_').map(|s| {
-                // Keep a trailing `.1` (a z-stream rebuild), drop `.6.0`.
-                s.split_once('.').map_or((s, ""), |(m, r)| (m, r))
-            });
-            out.push_str("el9");
-            if let (Flavour::Rhel96, Some((minor, _))) = (self, z) {
-                out.push('_');
-                out.push_str(if tail.starts_with("el8") { "6" } else { minor });
-            }
-            if let Some((_, rebuild)) = z.filter(|(_, r)| !r.is_empty()) {
-                out.push('.');
-                out.push_str(rebuild);
-            }
-            rest = &tail[end..];
+        // A release has one dist tag: `el8`, `el8_6`, `el8_6.1`,
+        // `module+el8.6.0`, `el9_6`.
+        let Some(at) = [release.find("el8"), release.find("el9")]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
+            return release.into();
+        };
+        let (head, tail) = release.split_at(at);
+        let head = head.strip_suffix("module+").unwrap_or(head);
+        let end = tail[3..]
+            .find(|c: char| !(c.is_ascii_digit() || c == '_' || c == '.'))
+            .map_or(tail.len(), |i| i + 3);
+        // `_<minor>` and a z-stream rebuild's `.1`; a module's `.6.0` goes.
+        let z = tail[3..end]
+            .strip_prefix('_')
+            .map(|s| s.split_once('.').unwrap_or((s, "")));
+        let mut out = format!("{head}el9");
+        if let (Flavour::Rhel96, Some((minor, _))) = (self, z) {
+            out.push('_');
+            out.push_str(if tail.starts_with("el8") { "6" } else { minor });
         }
-        out.push_str(rest);
+        if let Some((_, rebuild)) = z.filter(|(_, r)| !r.is_empty()) {
+            out.push('.');
+            out.push_str(rebuild);
+        }
+        out.push_str(&tail[end..]);
         out
     }
 }
