@@ -486,7 +486,7 @@ fn image_labels(image: &str, inputhash: &str) -> Result<BTreeMap<String, String>
 
 fn source_date_epoch(r: &strata_compose::ComposeResult) -> Result<u64> {
     let meta: strata_compose::BuildMeta =
-        serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json"))?)?;
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("strata.json"))?)?;
     Ok(meta.source_date_epoch)
 }
 

@@ -76,9 +76,9 @@ pub(crate) fn build_json(r: &BuildResult) -> serde_json::Value {
         "base": first,
         "bases": r.bases,
         "releases": r.releases,
-        "release_id": r.release.id,
-        "release_json": r.release.path,
-        "release_changed": r.release.changed,
+        "run_id": r.run.id,
+        "run_json": r.run.path,
+        "run_changed": r.run.changed,
     })
 }
 
@@ -139,8 +139,8 @@ pub(crate) fn summary(r: &BuildResult) -> String {
     }
     out.push_str(&format!(
         "  release record         {} ({})\n",
-        r.release.path.display(),
-        if r.release.changed {
+        r.run.path.display(),
+        if r.run.changed {
             "new"
         } else {
             "same as before"

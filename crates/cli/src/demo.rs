@@ -236,9 +236,9 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
     println!("    ostree repository    {}", w.join("repo").display());
     println!(
         "    build history        {}",
-        w.join("builds/builds.json").display()
+        w.join("history.json").display()
     );
-    println!("    release record       {}", result.release.path.display());
+    println!("    run record           {}", result.run.path.display());
     if let Some(last) = result.releases.last() {
         let tag = last
             .image

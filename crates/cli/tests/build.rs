@@ -412,7 +412,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     );
 
     // 2. Nothing changed: nothing rebuilds, nothing is recorded.
-    let history = std::fs::read(w0.join("builds/builds.json")).unwrap();
+    let history = std::fs::read(w0.join("history.json")).unwrap();
     let files = listing(&w0.join("builds"));
     let t = Instant::now();
     let again = build(&[]);
@@ -432,10 +432,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
             release(&first, r)["disks"]["artifacts"]
         );
     }
-    assert_eq!(
-        std::fs::read(w0.join("builds/builds.json")).unwrap(),
-        history
-    );
+    assert_eq!(std::fs::read(w0.join("history.json")).unwrap(), history);
     assert_eq!(listing(&w0.join("builds")), files, "no file written");
     eprintln!("step 2 (no-op) done at {:?}", started.elapsed());
 
@@ -829,6 +826,6 @@ fn a_bad_pipeline_fails_before_any_work() {
             last.starts_with("error: ") && last.contains(want),
             "{stderr}"
         );
-        assert!(!w.join("builds/builds.json").exists());
+        assert!(!w.join("history.json").exists());
     }
 }

@@ -189,7 +189,7 @@ fn kill_at(cmd: &mut Command, marker: &'static str) {
 /// What a killed build must not have changed: records, tags, refs.
 fn assert_nothing_recorded(w: &Path, marker: &str) {
     assert!(
-        !w.join("builds/builds.json").exists(),
+        !w.join("history.json").exists(),
         "killed at {marker:?}: a build was recorded"
     );
     let tags = strata_oscontainer::list_tags(&w.join("oci")).unwrap_or_default();
@@ -317,7 +317,7 @@ fn inspect_and_diff_of_a_hostile_image_escape_it_and_write_nothing() {
 /// Records, tags, refs and build files of a workdir: what a killed
 /// command must leave as it was.
 fn workdir_state(w: &Path) -> (String, Vec<String>, String, Vec<String>) {
-    let builds = std::fs::read_to_string(w.join("builds/builds.json")).unwrap_or_default();
+    let builds = std::fs::read_to_string(w.join("history.json")).unwrap_or_default();
     let tags = strata_oscontainer::list_tags(&w.join("oci"))
         .unwrap_or_default()
         .into_iter()

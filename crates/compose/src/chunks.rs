@@ -6,7 +6,7 @@
 //! change frequency comes from two sources:
 //!
 //! - the workdir's history: how many earlier builds of the stream changed it
-//!   (`package_diff.changed` of each build's meta.json);
+//!   (`package_diff.changed` of each build's strata.json);
 //! - its release: RHEL rebuilds a package for a z-stream with a dist tag
 //!   `elX_Y` and one more release field per rebuild (`189.5.el8_6`), so a
 //!   package that already had z-stream updates is likely to get more.
@@ -27,6 +27,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use strata_oscontainer::ContentMap;
+use strata_workdir::record::nevra_name;
 use strata_workdir::Workdir;
 
 /// Component of the kernel image and the generated initramfs.
@@ -41,33 +42,23 @@ pub struct ChangeHistory {
 
 impl ChangeHistory {
     /// Reads the build records of `stream` in the workdir at `root`. Builds
-    /// whose meta.json is missing or unreadable count as no change.
+    /// whose record is missing or unreadable count as no change.
     pub fn load(root: &Path, stream: &str) -> Result<Self> {
         let wd = Workdir::open(root)?;
         let mut changes: BTreeMap<String, u32> = BTreeMap::new();
         for b in wd.history()?.iter().filter(|b| b.stream == stream) {
-            let Ok(bytes) = std::fs::read(wd.build_dir(&b.stream, &b.version).join("meta.json"))
-            else {
+            let Ok(Some(meta)) = wd.read_meta(&b.stream, &b.version) else {
                 continue;
             };
-            let Ok(meta) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-                continue;
-            };
-            let changed = meta["package_diff"]["changed"].as_array().cloned();
-            for entry in changed.unwrap_or_default() {
+            for entry in &meta.package_diff.changed {
                 // "old-nevra -> new-nevra"
-                if let Some(old) = entry.as_str().and_then(|s| s.split(" -> ").next()) {
+                if let Some(old) = entry.split(" -> ").next() {
                     *changes.entry(nevra_name(old).to_string()).or_default() += 1;
                 }
             }
         }
         Ok(Self { changes })
     }
-}
-
-/// The name of `name-[epoch:]version-release.arch`.
-fn nevra_name(nevra: &str) -> &str {
-    nevra.rsplitn(3, '-').nth(2).unwrap_or(nevra)
 }
 
 /// z-stream rebuilds a release shows: `7.el8_6` -> 1, `189.5.el8_6` -> 2,

@@ -30,7 +30,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
 use strata_manifest::{BaseManifest, RpmdbBackend, UtcDateTime, Vars};
-use strata_workdir::{BuildEntry, Workdir};
+use strata_workdir::record::{Source, TreeMeta};
+use strata_workdir::{BuildEntry, EntryKind, Workdir};
 
 pub use chunks::{content_map, ChangeHistory, KERNEL_IMAGE};
 pub use lockfile::{LockedPackage, Lockfile, FILE_NAME as LOCKFILE_NAME};
@@ -102,40 +103,7 @@ pub struct ComposeResult {
     pub packages: usize,
 }
 
-/// Per-build record (`meta.json`).
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct BuildMeta {
-    pub build_id: String,
-    pub stream: String,
-    pub version: String,
-    pub inputhash: String,
-    pub ostree_commit: String,
-    pub ostree_ref: String,
-    pub source_date_epoch: u64,
-    pub kernel: String,
-    pub packages: Vec<String>,
-    pub package_diff: PackageDiff,
-    pub manifest: PathBuf,
-    /// rpm's messages for the failed scriptlets that the manifest's
-    /// `ignore-scripts` let through.
-    #[serde(default)]
-    pub ignored_scriptlet_failures: Vec<String>,
-    /// The rpm database's backend: `bdb` or `sqlite`.
-    #[serde(default)]
-    pub rpmdb: String,
-    /// The bootloader payload per bootupd component (`EFI`, `BIOS`): the
-    /// packages it came from, as bootupd's metadata names them.
-    #[serde(default)]
-    pub bootloader: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct PackageDiff {
-    pub previous: Option<String>,
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    pub changed: Vec<String>,
-}
+pub use strata_workdir::{BuildMeta, PackageDiff};
 
 /// Composes the base manifest into the workdir.
 pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
@@ -298,6 +266,10 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let mut os_release = files::COREOS_VARIANT.to_vec();
     os_release.push(("OSTREE_VERSION", &version));
     files::set_os_release(&root, &os_release)?;
+    let summary = format!(
+        "{} CoreOS base",
+        files::os_release_value(&root, "PRETTY_NAME").unwrap_or_else(|| stream.clone())
+    );
     let bootloader =
         bootupd::generate_update_metadata(&root, &bootupd::rpm_owners(&root, "/var/lib/rpm"))?;
     tree::apply(&root)?;
@@ -362,33 +334,43 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
 
     let lock = lockfile_for(&packages, &allowed, &wd.cache().join("dnf"), sde);
     let nevras: Vec<String> = packages.iter().map(|p| p.nevra.clone()).collect();
-    let package_diff = match &previous {
-        Some(prev) => diff_packages(&wd, prev, &packages),
-        None => PackageDiff::default(),
-    };
+    let package_diff = wd.package_diff(previous.as_ref(), &nevras);
+    let files: Vec<(&Path, &str)> = loaded
+        .files
+        .iter()
+        .map(|f| (f.path.as_path(), f.sha256.as_str()))
+        .collect();
     let meta = BuildMeta {
-        build_id: format!("{stream}/{version}"),
         stream: stream.clone(),
         version: version.clone(),
+        name: manifest.osname.clone(),
+        summary,
         inputhash: inputhash.clone(),
         ostree_commit: checksum.clone(),
-        ostree_ref: ostree_ref.clone(),
+        ostree_ref: Some(ostree_ref.clone()),
         source_date_epoch: sde,
-        kernel: kernel.kver.clone(),
+        image_digest: Some(image.manifest_digest.clone()),
+        image_tag: Some(tag.clone()),
+        source: Some(Source::describe(&opts.manifest, &files)),
         packages: nevras,
         package_diff,
-        manifest: opts.manifest.clone(),
         ignored_scriptlet_failures: installed.ignored_scriptlet_failures.clone(),
-        rpmdb: rpmdb.as_str().to_string(),
-        bootloader: [("EFI", bootloader.efi), ("BIOS", bootloader.bios)]
-            .into_iter()
-            .filter_map(|(k, m)| Some((k.to_string(), m?.version)))
-            .collect(),
+        tree: Some(TreeMeta {
+            kernel: kernel.kver.clone(),
+            rpmdb: rpmdb.as_str().to_string(),
+            bootloader: [("EFI", bootloader.efi), ("BIOS", bootloader.bios)]
+                .into_iter()
+                .filter_map(|(k, m)| Some((k.to_string(), m?.version)))
+                .collect(),
+        }),
+        derived: None,
+        disks: None,
     };
     let entry = BuildEntry {
         stream: stream.clone(),
         version: version.clone(),
-        id: meta.build_id.clone(),
+        id: format!("{stream}/{version}"),
+        kind: EntryKind::Build,
         inputhash: inputhash.clone(),
         ostree_commit: checksum.clone(),
         image_digest: Some(image.manifest_digest.clone()),
@@ -396,8 +378,8 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     };
     wd.record(
         &entry,
+        Some(&meta),
         &[
-            ("meta.json", pretty(&meta)),
             (LOCKFILE_NAME, lock.to_json()),
             ("accounts.json", pretty(&accounts)),
             (LAYER_MAP, pretty(&image.layer_map)),
@@ -668,43 +650,4 @@ fn prepare_root(root: &Path, previous: Option<&Accounts>) -> Result<()> {
         passwd::seed(root, acc)?;
     }
     Ok(())
-}
-
-fn diff_packages(wd: &Workdir, prev: &BuildEntry, packages: &[Package]) -> PackageDiff {
-    let Ok(bytes) = std::fs::read(wd.build_dir(&prev.stream, &prev.version).join("meta.json"))
-    else {
-        return PackageDiff::default();
-    };
-    let Ok(meta) = serde_json::from_slice::<BuildMeta>(&bytes) else {
-        return PackageDiff::default();
-    };
-    let name_of =
-        |nevra: &str| -> String { nevra.rsplitn(3, '-').nth(2).unwrap_or(nevra).to_string() };
-    let old: BTreeMap<String, String> = meta
-        .packages
-        .iter()
-        .map(|n| (name_of(n), n.clone()))
-        .collect();
-    let new: BTreeMap<String, String> = packages
-        .iter()
-        .map(|p| (p.name.clone(), p.nevra.clone()))
-        .collect();
-    PackageDiff {
-        previous: Some(prev.version.clone()),
-        added: new
-            .iter()
-            .filter(|(k, _)| !old.contains_key(*k))
-            .map(|(_, v)| v.clone())
-            .collect(),
-        removed: old
-            .iter()
-            .filter(|(k, _)| !new.contains_key(*k))
-            .map(|(_, v)| v.clone())
-            .collect(),
-        changed: new
-            .iter()
-            .filter(|(k, v)| old.get(*k).is_some_and(|o| o != *v))
-            .map(|(k, v)| format!("{} -> {v}", old[k]))
-            .collect(),
-    }
 }

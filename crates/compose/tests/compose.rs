@@ -161,8 +161,26 @@ fn demo_base_follows_the_conventions() {
     assert!(efi["timestamp"].as_str().unwrap().ends_with('Z'), "{efi}");
     assert!(tree.join("usr/lib/grub/i386-pc/kernel.img").is_file());
     let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("strata.json")).unwrap()).unwrap();
+    assert_eq!(meta["tree"]["bootloader"]["EFI"], efi["version"], "{meta}");
+    // coreos-assembler's meta.json beside it, by its schema's rules.
+    let cosa: serde_json::Value =
         serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
-    assert_eq!(meta["bootloader"]["EFI"], efi["version"], "{meta}");
+    assert_eq!(
+        strata_workdir::record::check_cosa_meta(&cosa),
+        Vec::<String>::new(),
+        "{cosa:#}"
+    );
+    assert_eq!(cosa["buildid"], r.version.as_str());
+    assert_eq!(cosa["ostree-commit"], r.ostree_commit.as_str());
+    assert_eq!(cosa["ostree-timestamp"], "2026-10-15T00:00:00Z");
+    assert_eq!(cosa["coreos-assembler.basearch"], "x86_64");
+    assert!(r.build_dir.ends_with(format!("{}/x86_64", r.version)));
+    let builds: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("../../builds.json")).unwrap())
+            .unwrap();
+    assert_eq!(builds["schema-version"], "1.0.0");
+    assert_eq!(builds["builds"][0]["id"], r.version.as_str());
 
     let tmpfiles = read("usr/lib/tmpfiles.d/strata-var.conf");
     assert!(
@@ -520,7 +538,7 @@ fn a_failing_post_scriptlet_fails_the_compose_naming_package_and_output() {
     );
     let r = compose_in(&w, &m).unwrap();
     let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("strata.json")).unwrap()).unwrap();
     assert_eq!(
         meta["ignored_scriptlet_failures"],
         serde_json::json!(["%post(failing-post-1.0-1.el8.x86_64) scriptlet failed, exit status 3"]),
@@ -678,7 +696,7 @@ fn bad_input_gives_a_clear_error_and_leaves_the_workdir_alone() {
 }
 
 fn workdir_has_no_build(w: &Path) -> bool {
-    let no_history = !w.join("builds/builds.json").exists();
+    let no_history = !w.join("history.json").exists();
     let no_staging = std::fs::read_dir(w.join("tmp"))
         .map(|d| d.count() == 0)
         .unwrap_or(true);

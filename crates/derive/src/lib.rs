@@ -30,13 +30,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
 use strata_manifest::{ReleaseManifest, UtcDateTime, Vars, VersionParts};
 use strata_oscontainer::{ImageRef, TransportOptions};
 use strata_rootfs::{files, policy};
-use strata_workdir::{BuildEntry, Workdir};
+use strata_workdir::record::{DerivedMeta, Source};
+use strata_workdir::{BuildEntry, BuildMeta, EntryKind, Workdir};
 
 pub use base::Base;
 pub use overrides::OverrideRpm;
@@ -136,107 +137,13 @@ pub struct DeriveResult {
     pub build_dir: PathBuf,
 }
 
-/// Per-build record (`meta.json`) of a derived build.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeriveMeta {
-    pub build_id: String,
-    pub stream: String,
-    pub release: String,
-    pub version: String,
-    pub inputhash: String,
-    pub ostree_commit: String,
-    pub ostree_ref: String,
-    pub image_digest: String,
-    pub base_image: String,
-    pub base_digest: String,
-    pub base_commit: String,
-    pub base_version: String,
-    pub source_date_epoch: u64,
-    /// NEVRAs the release adds on top of the base.
-    pub packages: Vec<String>,
-    /// Base packages the release updates (allowed by `allow-base-upgrade`).
-    pub base_upgrades: Vec<String>,
-    pub overrides: Vec<OverrideRpm>,
-    pub manifest: PathBuf,
-    /// The release packages against the previous build of this stream
-    /// (absent from records written before it existed).
-    #[serde(default)]
-    pub package_diff: PackageDiff,
-    /// rpm's messages for the failed scriptlets that the manifest's
-    /// `ignore-scripts` let through.
-    #[serde(default)]
-    pub ignored_scriptlet_failures: Vec<String>,
-    /// Whether and why the layer carries a new initramfs (absent from
-    /// records written before it existed).
-    #[serde(default)]
-    pub initramfs: worker::InitramfsRecord,
-}
-
-/// How a build's release packages differ from the previous build's
-/// (compose's meta.json has the same shape for the whole tree).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PackageDiff {
-    /// The previous build's version; none for the first build of a stream.
-    pub previous: Option<String>,
-    /// NEVRAs.
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    /// `old-NEVRA -> new-NEVRA`.
-    pub changed: Vec<String>,
-}
-
-impl PackageDiff {
-    /// `new` against `old` (NEVRAs), matched by package name.
-    pub fn between(previous: &str, old: &[String], new: &[String]) -> PackageDiff {
-        let by_name = |list: &[String]| -> BTreeMap<String, String> {
-            list.iter()
-                .map(|n| (name_of(n).to_string(), n.clone()))
-                .collect()
-        };
-        let (old, new) = (by_name(old), by_name(new));
-        PackageDiff {
-            previous: Some(previous.to_string()),
-            added: new
-                .iter()
-                .filter(|(k, _)| !old.contains_key(*k))
-                .map(|(_, v)| v.clone())
-                .collect(),
-            removed: old
-                .iter()
-                .filter(|(k, _)| !new.contains_key(*k))
-                .map(|(_, v)| v.clone())
-                .collect(),
-            changed: new
-                .iter()
-                .filter(|(k, v)| old.get(*k).is_some_and(|o| o != *v))
-                .map(|(k, v)| format!("{} -> {v}", old[k]))
-                .collect(),
-        }
-    }
-}
-
-/// The diff against the previous build of the stream, from its meta.json.
-fn package_diff(wd: &Workdir, prev: Option<&BuildEntry>, packages: &[String]) -> PackageDiff {
-    let Some(prev) = prev else {
-        return PackageDiff::default();
-    };
-    let path = wd.build_dir(&prev.stream, &prev.version).join("meta.json");
-    let old = fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|m| serde_json::from_value::<Vec<String>>(m["packages"].clone()).ok());
-    match old {
-        Some(old) => PackageDiff::between(&prev.version, &old, packages),
-        None => PackageDiff {
-            previous: Some(prev.version.clone()),
-            ..PackageDiff::default()
-        },
-    }
-}
+pub use strata_workdir::PackageDiff;
 
 /// One release, resolved and checked, ready to build (or already built).
 struct Plan {
     manifest_path: PathBuf,
+    /// The configuration it came from, for the record.
+    source: Source,
     manifest: ReleaseManifest,
     stream: String,
     /// The base's os-release.
@@ -542,7 +449,13 @@ fn plan(
     let mut install_opts = dnf_opts;
     install_opts.install_root = PathBuf::new();
     let install = strata_dnf::job::InstallJob::new(install_opts, repos, request);
+    let files: Vec<(&Path, &str)> = loaded
+        .files
+        .iter()
+        .map(|f| (f.path.as_path(), f.sha256.as_str()))
+        .collect();
     Ok(Plan {
+        source: Source::describe(path, &files),
         manifest_path: path.to_path_buf(),
         manifest,
         stream,
@@ -825,6 +738,14 @@ impl CoreOs {
         }
     }
 
+    /// Its os-release `ID`, and the name coreos-assembler's records use.
+    fn osname(self) -> &'static str {
+        match self {
+            CoreOs::Rhcos => "rhcos",
+            CoreOs::Scos => "scos",
+        }
+    }
+
     /// Its os-release `NAME` and its `io.openshift.build.version-display-names`.
     fn display_name(self) -> &'static str {
         match self {
@@ -884,9 +805,10 @@ fn os_release_values(
     // a CentOS Stream base, OKD's SCOS.
     let name = base.kind.display_name();
     let rhel = base.version_id.as_str();
-    let (id, product, os) = match base.kind {
-        CoreOs::Rhcos => ("rhcos", "OpenShift", "RHEL"),
-        CoreOs::Scos => ("scos", "OKD", "CentOS Stream"),
+    let id = base.kind.osname();
+    let (product, os) = match base.kind {
+        CoreOs::Rhcos => ("OpenShift", "RHEL"),
+        CoreOs::Scos => ("OKD", "CentOS Stream"),
     };
     vec![
         ("NAME".into(), name.into()),
@@ -1123,40 +1045,45 @@ fn finish(
         commit
     );
     let packages: Vec<String> = p.packages.iter().map(|x| x.nevra.clone()).collect();
-    let meta = DeriveMeta {
-        package_diff: package_diff(wd, p.previous.as_ref(), &packages),
-        build_id: format!("{}/{}", p.stream, p.version),
+    let meta = BuildMeta {
+        package_diff: wd.package_diff(p.previous.as_ref(), &packages),
         stream: p.stream.clone(),
-        release: p.manifest.release.to_string(),
         version: p.version.clone(),
+        name: p.os.kind.osname().to_string(),
+        summary: format!("{} {}", p.os.kind.display_name(), p.manifest.release),
         inputhash: p.inputhash.clone(),
         ostree_commit: commit.clone(),
-        ostree_ref: ostree_ref(&p.stream),
-        image_digest: derived.manifest_digest.clone(),
-        base_image: base.image.clone(),
-        base_digest: base.digest.clone(),
-        base_commit: base.commit.clone(),
-        base_version: base.version.clone(),
+        ostree_ref: Some(ostree_ref(&p.stream)),
         source_date_epoch: p.sde,
+        image_digest: Some(derived.manifest_digest.clone()),
+        image_tag: Some(tag.clone()),
+        source: Some(p.source.clone()),
         packages,
-        base_upgrades: p.base_upgrades.clone(),
-        overrides: p.overrides.clone(),
-        manifest: p.manifest_path.clone(),
         ignored_scriptlet_failures: built.ignored_scriptlet_failures.clone(),
-        initramfs: built.initramfs.clone(),
+        tree: None,
+        derived: Some(DerivedMeta {
+            release: p.manifest.release.to_string(),
+            base_image: base.image.clone(),
+            base_digest: base.digest.clone(),
+            base_commit: base.commit.clone(),
+            base_version: base.version.clone(),
+            base_upgrades: p.base_upgrades.clone(),
+            overrides: p.overrides.iter().map(OverrideRpm::record).collect(),
+            initramfs: built.initramfs.clone(),
+        }),
+        disks: None,
     };
     let entry = BuildEntry {
         stream: p.stream.clone(),
         version: p.version.clone(),
-        id: meta.build_id.clone(),
+        id: format!("{}/{}", p.stream, p.version),
+        kind: EntryKind::Build,
         inputhash: p.inputhash.clone(),
         ostree_commit: commit.clone(),
         image_digest: Some(derived.manifest_digest.clone()),
         image_tag: Some(tag.clone()),
     };
-    let mut json = serde_json::to_vec_pretty(&meta)?;
-    json.push(b'\n');
-    wd.record(&entry, &[("meta.json", json)])?;
+    wd.record(&entry, Some(&meta), &[])?;
     // Last: the tag and the ref follow the record. Killed before them, the
     // next derive finds the record's image missing and builds again.
     if let Some(t) = derived.pending_tag.take() {
@@ -1187,26 +1114,4 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn package_diffs_match_by_name() {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let d = PackageDiff::between(
-            "413.86.202610150000-0",
-            &s(&["cri-o-1.26.1-1.el8.x86_64", "conmon-rs-0.5-1.el8.x86_64"]),
-            &s(&["cri-o-1.26.2-1.el8.x86_64", "openvswitch-3.1-2.el8.x86_64"]),
-        );
-        assert_eq!(d.previous.as_deref(), Some("413.86.202610150000-0"));
-        assert_eq!(d.added, ["openvswitch-3.1-2.el8.x86_64"]);
-        assert_eq!(d.removed, ["conmon-rs-0.5-1.el8.x86_64"]);
-        assert_eq!(
-            d.changed,
-            ["cri-o-1.26.1-1.el8.x86_64 -> cri-o-1.26.2-1.el8.x86_64"]
-        );
-    }
 }

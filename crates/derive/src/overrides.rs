@@ -19,6 +19,16 @@ pub struct OverrideRpm {
 }
 
 impl OverrideRpm {
+    /// As the build's record keeps it.
+    pub fn record(&self) -> strata_workdir::record::OverrideMeta {
+        strata_workdir::record::OverrideMeta {
+            name: self.name.clone(),
+            nevra: self.nevra.clone(),
+            path: self.path.display().to_string(),
+            sha256: self.sha256.clone(),
+        }
+    }
+
     /// Reads the RPM's header and hashes the file.
     pub fn read(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path)

@@ -99,24 +99,7 @@ pub struct Job {
     pub regenerate_initramfs: bool,
 }
 
-/// Whether and why a derived layer carries a new initramfs (meta.json's
-/// `initramfs`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InitramfsRecord {
-    /// The layer has a new `usr/lib/modules/<kver>/initramfs.img`.
-    pub regenerated: bool,
-    /// The release manifest asked for it (`regenerate-initramfs`).
-    pub requested: bool,
-    /// How many of the generator's inputs the layer adds, changes or
-    /// removes (dracut modules and configuration, kernel modules, firmware).
-    pub changed_inputs: usize,
-    /// The first of them, relative to the tree's root (at most
-    /// [`CHANGED_INPUTS_SHOWN`]).
-    pub changed_inputs_shown: Vec<String>,
-    /// The generator's command line, when it ran.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
-}
+pub use strata_workdir::record::InitramfsRecord;
 
 /// How many changed inputs a record names.
 pub const CHANGED_INPUTS_SHOWN: usize = 20;

@@ -357,8 +357,21 @@ fn initramfs_files(w: &Path, commit: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn meta_of(r: &DeriveResult) -> strata_derive::DeriveMeta {
-    serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap()
+/// The derived build's own part of its record, once coreos-assembler's
+/// meta.json beside it has passed its schema's rules.
+fn meta_of(r: &DeriveResult) -> strata_workdir::record::DerivedMeta {
+    let cosa: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(
+        strata_workdir::record::check_cosa_meta(&cosa),
+        Vec::<String>::new(),
+        "{cosa:#}"
+    );
+    assert_eq!(cosa["name"], "rhcos");
+    assert_eq!(cosa["buildid"], r.version.as_str());
+    let meta: strata_workdir::BuildMeta =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("strata.json")).unwrap()).unwrap();
+    meta.derived.expect("a derived build's record")
 }
 
 /// On RHEL 8 Ignition comes with the node layer: its dracut module must
@@ -543,7 +556,7 @@ fn an_override_rpm_changes_only_the_derived_layer_of_its_release() {
 }
 
 fn builds_json(w: &Path) -> String {
-    std::fs::read_to_string(w.join("builds/builds.json")).unwrap_or_default()
+    std::fs::read_to_string(w.join("history.json")).unwrap_or_default()
 }
 
 fn release_manifest(dir: &Path, extra: &str) -> PathBuf {
@@ -748,7 +761,8 @@ fn bad_input_fails_clearly_and_writes_nothing() {
         "{listed}"
     );
     let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(r[0].build_dir.join("meta.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(r[0].build_dir.join("strata.json")).unwrap())
+            .unwrap();
     assert_eq!(
         meta["ignored_scriptlet_failures"],
         serde_json::json!(["%post(failing-post-1.0-1.el8.x86_64) scriptlet failed, exit status 3"]),

@@ -45,12 +45,13 @@ use strata_oscontainer::labels::{
     self, checked, label, LABEL_OPENSHIFT_VERSION, LABEL_OSNAME, LABEL_VERSION,
 };
 use strata_oscontainer::{ImageRef, KernelVersion, OcpVersion, OsName, TransportOptions, Version};
-use strata_workdir::Workdir;
+use strata_workdir::record::Disks;
+use strata_workdir::{BuildMeta, Workdir};
 use userns::{Job, Namespace};
 
 pub use deploy::{DeployJob, Deployed};
 pub use layout::Uuids;
-pub use meta::{Artifact, Identity};
+pub use meta::{Artifact, Identity, Uncompressed};
 pub use platform::{Format, Platform, PLATFORMS};
 pub use userns::{worker_main, IdMap};
 
@@ -385,7 +386,7 @@ fn build_in(
                     path,
                     size,
                     sha256,
-                    uncompressed_sha256: None,
+                    uncompressed: None,
                 })
             })
             .collect::<Result<Vec<_>>>();
@@ -410,56 +411,47 @@ fn build_in(
             .with_context(|| format!("renaming into {}", dest.display()))?;
         a.path = dest;
     }
-    let meta_path = build_dir.join("meta.json");
-    let mut meta: serde_json::Value = match std::fs::read(&meta_path) {
-        Ok(b) => serde_json::from_slice(&b)
-            .with_context(|| format!("parsing {}", meta_path.display()))?,
-        Err(_) => serde_json::json!({"name": id.osname, "buildid": id.version}),
-    };
-    let images = meta::meta_images(&artifacts);
     // What every listed disk holds: the commit, and the image it names for
     // upgrades. Disks of other platforms stay listed only when theirs is
-    // the same.
-    let config = serde_json::json!({
-        "ostree-commit": id.ostree_commit,
-        "image-reference": id.image,
-    });
-    let old = meta.get("images").and_then(|v| v.as_object()).cloned();
-    let same_config = meta.get(meta::IMAGE_CONFIG) == Some(&config);
-    // The files of disks that hold something else, once meta.json no
-    // longer lists them.
-    let mut stale = Vec::new();
-    let merged = match old {
-        Some(mut m) if same_config => {
-            m.extend(images.as_object().cloned().unwrap_or_default());
-            serde_json::Value::Object(m)
-        }
-        Some(m) => {
-            for (platform, img) in m {
-                let file = img["path"]
-                    .as_str()
-                    .filter(|f| !f.contains('/'))
-                    .map(|f| build_dir.join(f));
-                if let (None, Some(file)) = (images.get(&platform), file) {
-                    stale.push(file);
-                }
-            }
-            images
-        }
-        None => images,
+    // the same; the files of the others go once the record no longer
+    // lists them.
+    let mut meta = match w.read_meta(&id.stream, id.version.as_str())? {
+        Some(m) => m,
+        None => foreign_record(id, &pretty, epoch),
     };
-    meta["images"] = merged;
-    meta[meta::IMAGE_CONFIG] = config;
-    strata_workdir::write_atomic(&meta_path, &pretty_json(&meta)?)?;
+    let mut images = BTreeMap::new();
+    let mut stale = Vec::new();
+    if let Some(old) = meta.disks.take() {
+        if old.ostree_commit == id.ostree_commit && old.image_reference == id.image {
+            images = old.images;
+        } else {
+            stale = old
+                .images
+                .into_iter()
+                .filter(|(_, a)| !a.path.contains('/'))
+                .map(|(_, a)| build_dir.join(a.path))
+                .collect();
+        }
+    }
+    for a in &artifacts {
+        images.insert(a.platform.clone(), a.record());
+    }
+    stale.retain(|f| !images.values().any(|a| build_dir.join(&a.path) == *f));
+    meta.disks = Some(Disks {
+        ostree_commit: id.ostree_commit.clone(),
+        image_reference: id.image.clone(),
+        images,
+    });
+    w.write_meta(&meta)?;
     for file in stale {
         if let Err(e) = std::fs::remove_file(&file) {
             tracing::warn!("removing {}: {e}", file.display());
         }
     }
     let table: Vec<(&Platform, &Artifact)> = platforms.iter().copied().zip(&artifacts).collect();
-    let stream = meta::stream_json(id, &table, &meta::rfc3339(epoch));
+    let stream = meta::stream_json(id, &table, &strata_workdir::record::rfc3339(epoch));
     let stream_path = build_dir.join("stream.json");
-    strata_workdir::write_atomic(&stream_path, &pretty_json(&stream)?)?;
+    strata_workdir::write_atomic(&stream_path, &strata_workdir::pretty(&stream)?)?;
 
     Ok(DiskResult {
         image: id.image.clone(),
@@ -494,10 +486,22 @@ fn bios_grub(deployment: &Path, boot: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
     Ok((boot_img, core))
 }
 
-fn pretty_json(v: &serde_json::Value) -> Result<Vec<u8>> {
-    let mut b = serde_json::to_vec_pretty(v)?;
-    b.push(b'\n');
-    Ok(b)
+/// The record of an image built elsewhere (no compose or derive of this
+/// workdir recorded it): what its labels say.
+fn foreign_record(id: &Identity, pretty_name: &str, epoch: i64) -> BuildMeta {
+    BuildMeta {
+        stream: id.stream.clone(),
+        version: id.version.to_string(),
+        name: id.osname.as_str().to_string(),
+        summary: match &id.openshift_version {
+            Some(v) => format!("{pretty_name} {v}"),
+            None => pretty_name.to_string(),
+        },
+        ostree_commit: id.ostree_commit.clone(),
+        source_date_epoch: u64::try_from(epoch).unwrap_or(0),
+        image_digest: Some(id.digest.clone()),
+        ..BuildMeta::default()
+    }
 }
 
 /// Whether every GRUB the disks boot reads the BLS entries itself

@@ -44,10 +44,6 @@ impl Identity {
     }
 }
 
-/// The meta.json object saying what the listed disks hold:
-/// `ostree-commit` and `image-reference` (the image they name).
-pub const IMAGE_CONFIG: &str = "coreos-assembler.image-config";
-
 /// Where the aleph file is, on the root filesystem.
 pub const ALEPH_FILE: &str = ".coreos-aleph-version.json";
 
@@ -106,12 +102,33 @@ pub struct Artifact {
     pub path: std::path::PathBuf,
     pub size: u64,
     pub sha256: String,
-    /// Of the content inside, when the artifact is compressed.
-    #[serde(
-        rename = "uncompressed-sha256",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub uncompressed_sha256: Option<String>,
+    /// The content inside, when the artifact is compressed.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub uncompressed: Option<Uncompressed>,
+}
+
+/// Size and hash of what a compressed artifact holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Uncompressed {
+    #[serde(rename = "uncompressed-size")]
+    pub size: u64,
+    #[serde(rename = "uncompressed-sha256")]
+    pub sha256: String,
+}
+
+impl Artifact {
+    /// As the build's record lists it (path relative to the build
+    /// directory).
+    pub fn record(&self) -> strata_workdir::record::Artifact {
+        strata_workdir::record::Artifact {
+            path: file_name(self),
+            sha256: self.sha256.clone(),
+            size: self.size,
+            format: self.format.clone(),
+            uncompressed_sha256: self.uncompressed.as_ref().map(|u| u.sha256.clone()),
+            uncompressed_size: self.uncompressed.as_ref().map(|u| u.size),
+        }
+    }
 }
 
 fn file_name(a: &Artifact) -> String {
@@ -119,26 +136,6 @@ fn file_name(a: &Artifact) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The `images` object of meta.json (the shape coreos-assembler writes).
-pub fn meta_images(artifacts: &[Artifact]) -> Value {
-    let map: BTreeMap<&str, Value> = artifacts
-        .iter()
-        .map(|a| {
-            let mut v = json!({
-                "path": file_name(a),
-                "size": a.size,
-                "sha256": a.sha256,
-                "format": a.format,
-            });
-            if let Some(u) = &a.uncompressed_sha256 {
-                v["uncompressed-sha256"] = json!(u);
-            }
-            (a.platform.as_str(), v)
-        })
-        .collect();
-    json!(map)
 }
 
 /// CoreOS stream metadata listing the artifacts (locations relative to the
@@ -150,8 +147,8 @@ pub fn stream_json(id: &Identity, table: &[(&Platform, &Artifact)], last_modifie
             .entry(p.stream_platform.to_string())
             .or_insert_with(|| json!({"release": id.version, "formats": {}}));
         let mut disk = json!({"location": file_name(a), "sha256": a.sha256});
-        if let Some(u) = &a.uncompressed_sha256 {
-            disk["uncompressed-sha256"] = json!(u);
+        if let Some(u) = &a.uncompressed {
+            disk["uncompressed-sha256"] = json!(u.sha256);
         }
         entry["formats"][p.stream_format] = json!({ "disk": disk });
     }
@@ -160,28 +157,6 @@ pub fn stream_json(id: &Identity, table: &[(&Platform, &Artifact)], last_modifie
         "metadata": {"last-modified": last_modified},
         "architectures": {"x86_64": {"artifacts": artifacts}},
     })
-}
-
-/// `seconds` since the epoch as `YYYY-MM-DDThh:mm:ssZ`.
-pub fn rfc3339(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
-    let rem = seconds.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 #[cfg(test)]
@@ -199,13 +174,6 @@ mod tests {
             osname: "rhcos".parse().unwrap(),
             stream: "ocp-4.13".into(),
         }
-    }
-
-    #[test]
-    fn dates() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_760_486_400), "2025-10-15T00:00:00Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     }
 
     #[test]

@@ -1,19 +1,19 @@
 //! The disks of one image: found in its build directory, or built.
 //!
-//! An image's disks are current when its build directory's meta.json lists
+//! An image's disks are current when its build record (strata.json) lists
 //! every requested platform, each artifact is there with the recorded size,
 //! and they were built from the image's commit and name the image's push
-//! target, when it has one (`coreos-assembler.image-config`): disks of an
-//! earlier `registry` would send nodes elsewhere for upgrades.
+//! target, when it has one: disks of an earlier `registry` would send nodes
+//! elsewhere for upgrades.
 //! A build directory belongs to one version and a version to one image, so
 //! that is "the image digest's disks exist".
 //!
 //! Must not: build disks any other way than the disk stage's own
-//! [`strata_disk::build`], nor write meta.json (the disk stage does).
+//! [`strata_disk::build`], nor write the record (the disk stage does).
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Serialize;
 use strata_disk::Artifact;
 
@@ -69,7 +69,7 @@ pub fn ensure(
     })
 }
 
-/// The artifacts of `platforms` recorded in `build_dir/meta.json` for
+/// The artifacts of `platforms` recorded in `build_dir`'s record for
 /// `commit` (and naming `target`, when given), if every one is there.
 pub fn existing(
     build_dir: &Path,
@@ -77,19 +77,10 @@ pub fn existing(
     target: Option<&str>,
     platforms: &[String],
 ) -> Result<Option<Vec<Artifact>>> {
-    let path = build_dir.join("meta.json");
-    let meta: serde_json::Value = match std::fs::read(&path) {
-        Ok(b) => {
-            serde_json::from_slice(&b).with_context(|| format!("parsing {}", path.display()))?
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let config = &meta[strata_disk::meta::IMAGE_CONFIG];
-    if config["ostree-commit"].as_str() != Some(commit) {
+    let Some(disks) = strata_workdir::record::read(build_dir)?.and_then(|m| m.disks) else {
         return Ok(None);
-    }
-    if target.is_some_and(|t| config["image-reference"].as_str() != Some(t)) {
+    };
+    if disks.ostree_commit != commit || target.is_some_and(|t| disks.image_reference != t) {
         return Ok(None);
     }
     if !build_dir.join("stream.json").exists() {
@@ -97,27 +88,25 @@ pub fn existing(
     }
     let mut out = Vec::new();
     for p in platforms {
-        let img = &meta["images"][p.as_str()];
-        let (Some(file), Some(size), Some(sha256), Some(format)) = (
-            img["path"].as_str(),
-            img["size"].as_u64(),
-            img["sha256"].as_str(),
-            img["format"].as_str(),
-        ) else {
+        let Some(img) = disks.images.get(p) else {
             return Ok(None);
         };
-        let artifact = build_dir.join(file);
+        let artifact = build_dir.join(&img.path);
         match std::fs::metadata(&artifact) {
-            Ok(m) if m.len() == size => {}
+            Ok(m) if m.len() == img.size && !img.path.contains('/') => {}
             _ => return Ok(None),
         }
         out.push(Artifact {
             platform: p.clone(),
-            format: format.to_string(),
+            format: img.format.clone(),
             path: artifact,
-            size,
-            sha256: sha256.to_string(),
-            uncompressed_sha256: img["uncompressed-sha256"].as_str().map(str::to_string),
+            size: img.size,
+            sha256: img.sha256.clone(),
+            uncompressed: img
+                .uncompressed_sha256
+                .clone()
+                .zip(img.uncompressed_size)
+                .map(|(sha256, size)| strata_disk::Uncompressed { size, sha256 }),
         });
     }
     Ok(Some(out))
@@ -131,10 +120,12 @@ mod tests {
         std::fs::write(dir.join("rhcos-1-qemu.x86_64.qcow2"), b"disk").unwrap();
         std::fs::write(dir.join("stream.json"), b"{}").unwrap();
         let m = serde_json::json!({
-            "coreos-assembler.image-config": {"ostree-commit": commit, "image-reference": "docker://r1/os:1"},
-            "images": {"qemu": {"path": "rhcos-1-qemu.x86_64.qcow2", "size": 4, "sha256": "ab", "format": "qcow2"}},
+            "stream": "ocp-4.13", "version": "1", "name": "rhcos", "summary": "s",
+            "inputhash": "", "ostree_commit": commit, "source_date_epoch": 0,
+            "disks": {"ostree_commit": commit, "image_reference": "docker://r1/os:1",
+                "images": {"qemu": {"path": "rhcos-1-qemu.x86_64.qcow2", "size": 4, "sha256": "ab", "format": "qcow2"}}},
         });
-        std::fs::write(dir.join("meta.json"), m.to_string()).unwrap();
+        std::fs::write(dir.join("strata.json"), m.to_string()).unwrap();
     }
 
     #[test]

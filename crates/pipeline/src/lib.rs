@@ -1,5 +1,5 @@
 //! `strata build`: runs a pipeline manifest — compose the bases, derive every
-//! release, build the disks, push, and record the run in a `release.json`.
+//! release, build the disks, push, and record the run in a `run.json`.
 //!
 //! The flow of [`build`]: load the pipeline (its variables go to every stage
 //! manifest) and check its platforms against the disk stage's table before
@@ -9,12 +9,12 @@
 //! unchanged; the changed ones install concurrently); build the
 //! disks of each image whose build directory does not already hold them for
 //! that commit; with `push`, copy each image to its target unless the
-//! registry already has that digest; finally write the run's release.json
+//! registry already has that digest; finally write the run's run.json
 //! ([`record`]), a new one only when its content differs from the latest.
 //!
 //! Modules:
 //! - [`disks`]: whether an image's disks exist; building them.
-//! - [`record`]: release.json, the record that ties a run together.
+//! - [`record`]: run.json, the record that ties a run together.
 //!
 //! What it must not do: build anything itself. Every stage is the stage
 //! crate's own entry point with the same options the single commands use,
@@ -34,7 +34,7 @@ use strata_manifest::{PipelineManifest, Vars};
 use strata_oscontainer::{ImageRef, TransportOptions};
 
 pub use disks::DisksResult;
-pub use record::ReleaseRecord;
+pub use record::RunRecord;
 
 /// How to start a worker process: a program and its leading arguments; the
 /// stage appends its own (job and outcome files). Derive's and disk's
@@ -203,8 +203,8 @@ pub struct BuildResult {
     /// One per base manifest, in the pipeline's order.
     pub bases: Vec<ImageResult>,
     pub releases: Vec<ReleaseResult>,
-    /// This run's release record.
-    pub release: ReleaseRecord,
+    /// This run's record.
+    pub run: RunRecord,
 }
 
 /// Runs the pipeline.
@@ -355,12 +355,12 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
     }
 
     opts.event("record", &pipeline.name, State::Started);
-    let release = record::write(&opts.workdir, &pipeline.name, &bases, &releases)?;
+    let run = record::write(&opts.workdir, &pipeline.name, &bases, &releases)?;
     opts.event(
         "record",
-        &release.id,
+        &run.id,
         State::Done {
-            changed: release.changed,
+            changed: run.changed,
         },
     );
     let image_changed = |i: &ImageResult| {
@@ -368,7 +368,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             || i.disks.as_ref().is_some_and(|d| d.changed)
             || i.pushed.as_ref().is_some_and(|p| p.changed)
     };
-    let changed = release.changed
+    let changed = run.changed
         || bases.iter().any(image_changed)
         || releases.iter().any(|r| image_changed(&r.image));
     Ok(BuildResult {
@@ -376,14 +376,14 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         name: pipeline.name,
         bases,
         releases,
-        release,
+        run,
     })
 }
 
 /// Before any work: two bases of one stream would build into each other's
-/// history, and release.json keys the releases by OpenShift release, so
-/// two releases of one number (OpenShift and OKD 4.19) would overwrite
-/// each other's record. Reads only the manifests' names.
+/// history, and two releases of one number on one base would derive into
+/// one stream. (OpenShift and OKD of one number stand on different bases
+/// and are streams of their own.) Reads only the manifests' names.
 fn check_names(pipeline: &PipelineManifest) -> Result<()> {
     let line_of = |r: &strata_manifest::Stage| {
         pipeline
@@ -405,18 +405,21 @@ fn check_names(pipeline: &PipelineManifest) -> Result<()> {
             );
         }
     }
-    let mut releases: BTreeMap<String, &Path> = BTreeMap::new();
+    let mut releases: BTreeMap<(PathBuf, String), &Path> = BTreeMap::new();
     for r in &pipeline.releases {
+        let line = line_of(r);
         let release =
-            strata_manifest::ReleaseManifest::load(&r.manifest, &pipeline.line_vars(line_of(r))?)?
+            strata_manifest::ReleaseManifest::load(&r.manifest, &pipeline.line_vars(line)?)?
                 .manifest
                 .release
                 .to_string();
-        if let Some(other) = releases.insert(release.clone(), &r.manifest) {
+        if let Some(other) = releases.insert((line.manifest.clone(), release.clone()), &r.manifest)
+        {
             bail!(
-                "releases {} and {} are both {release}: release.json records one image per release, so they need separate pipelines",
+                "releases {} and {} are both {release} on base {}: they would derive into one stream",
                 other.display(),
-                r.manifest.display()
+                r.manifest.display(),
+                line.manifest.display()
             );
         }
     }

@@ -1,15 +1,15 @@
-//! release.json: what one pipeline run produced, in the terms an OpenShift
+//! run.json: what one pipeline run produced, in the terms an OpenShift
 //! release payload needs — each base's digest and version, each release's
 //! derived digest and version, the base it was derived from, and its
-//! bootimages.
+//! bootimages. (Not `release.json`: that is plume's release metadata, a
+//! different format.)
 //!
-//! Runs are recorded in the build history as the stream
-//! `release-<pipeline name>`, numbered 1, 2, …: `W/builds/release-<name>/<n>/release.json`.
-//! A run whose record would equal the latest one records nothing new (its
-//! `changed` is false), so re-running an unchanged pipeline leaves the
-//! history as it was. Paths are relative to `W/builds` and images are
-//! named by their tag in `W/oci`, so two workdirs that built the same
-//! inputs hold the same release.json.
+//! Runs are recorded in the history as runs of the pipeline, numbered 1,
+//! 2, …: `W/runs/<name>/<n>/run.json`. A run whose record would equal the
+//! latest one records nothing new (its `changed` is false), so re-running
+//! an unchanged pipeline leaves the history as it was. Paths are relative
+//! to `W/builds` and images are named by their tag in `W/oci`, so two
+//! workdirs that built the same inputs hold the same run.json.
 //!
 //! Must not: record anything the stages did not produce.
 
@@ -20,21 +20,22 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use strata_oscontainer::ImageRef;
-use strata_workdir::{BuildEntry, Workdir};
+use strata_workdir::{BuildEntry, EntryKind, Workdir};
 
 use crate::{relative_to_builds, ImageResult, ReleaseResult};
 
 /// The file name of the record in its build directory.
-pub const FILE_NAME: &str = "release.json";
+pub const FILE_NAME: &str = "run.json";
 
-/// `release.json`.
+/// `run.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReleaseJson {
+pub struct RunJson {
     /// The pipeline's name.
     pub name: String,
     /// By stream (`rhel-9.6`).
     pub bases: BTreeMap<String, ImageEntry>,
-    /// By OpenShift release (`4.13`).
+    /// By stream (`ocp-4.19`, `okd-4.19`): OpenShift and OKD of one
+    /// release number are two entries.
     pub releases: BTreeMap<String, ImageEntry>,
 }
 
@@ -49,6 +50,9 @@ pub struct ImageEntry {
     pub tag: String,
     pub digest: String,
     pub ostree_commit: String,
+    /// A derived image's OpenShift release (`4.19`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
     /// The base a derived image was built on: its stream (a key of
     /// `bases`) and digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -78,17 +82,22 @@ pub struct Bootimage {
 
 /// A run's record, and where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ReleaseRecord {
+pub struct RunRecord {
     /// False when the latest record already said the same.
     pub changed: bool,
-    /// `release-<name>/<n>`.
+    /// `<name>/<n>`.
     pub id: String,
     pub path: PathBuf,
-    pub release: ReleaseJson,
+    pub run: RunJson,
 }
 
 /// `base`: a derived image's base stream and digest.
-fn entry(workdir: &Path, image: &ImageResult, base: Option<(&str, &str)>) -> Result<ImageEntry> {
+fn entry(
+    workdir: &Path,
+    image: &ImageResult,
+    release: Option<&str>,
+    base: Option<(&str, &str)>,
+) -> Result<ImageEntry> {
     let tag = match ImageRef::parse(&image.image, None)? {
         ImageRef::Oci { tag: Some(tag), .. } => tag,
         _ => image.image.clone(),
@@ -116,6 +125,7 @@ fn entry(workdir: &Path, image: &ImageResult, base: Option<(&str, &str)>) -> Res
         tag,
         digest: image.digest.clone(),
         ostree_commit: image.ostree_commit.clone(),
+        release: release.map(str::to_string),
         base: base.map(|(stream, _)| stream.to_string()),
         base_digest: base.map(|(_, digest)| digest.to_string()),
         pullspec: image.pushed.as_ref().map(|p| p.pullspec.clone()),
@@ -125,69 +135,75 @@ fn entry(workdir: &Path, image: &ImageResult, base: Option<(&str, &str)>) -> Res
 }
 
 /// The record of a run.
-pub fn release_json(
+pub fn run_json(
     workdir: &Path,
     name: &str,
     bases: &[ImageResult],
     releases: &[ReleaseResult],
-) -> Result<ReleaseJson> {
-    Ok(ReleaseJson {
+) -> Result<RunJson> {
+    Ok(RunJson {
         name: name.to_string(),
         bases: bases
             .iter()
-            .map(|b| Ok((b.stream.clone(), entry(workdir, b, None)?)))
+            .map(|b| Ok((b.stream.clone(), entry(workdir, b, None, None)?)))
             .collect::<Result<_>>()?,
         releases: releases
             .iter()
             .map(|r| {
                 Ok((
-                    r.release.clone(),
-                    entry(workdir, &r.image, Some((&r.base_stream, &r.base_digest)))?,
+                    r.image.stream.clone(),
+                    entry(
+                        workdir,
+                        &r.image,
+                        Some(&r.release),
+                        Some((&r.base_stream, &r.base_digest)),
+                    )?,
                 ))
             })
             .collect::<Result<_>>()?,
     })
 }
 
-/// Writes the run's release.json unless the latest record is the same.
+/// Writes the run's run.json unless the latest record is the same.
 pub fn write(
     workdir: &Path,
     name: &str,
     bases: &[ImageResult],
     releases: &[ReleaseResult],
-) -> Result<ReleaseRecord> {
-    let release = release_json(workdir, name, bases, releases)?;
-    let mut bytes = serde_json::to_vec_pretty(&release)?;
-    bytes.push(b'\n');
+) -> Result<RunRecord> {
+    let run = run_json(workdir, name, bases, releases)?;
+    let bytes = strata_workdir::pretty(&run)?;
     let hash = hex::encode(Sha256::digest(&bytes));
     let wd = Workdir::open(workdir)?;
     let _lock = wd.lock()?;
-    let stream = format!("release-{name}");
-    let latest = wd.latest(&stream)?;
-    if let Some(l) = latest.as_ref().filter(|l| l.inputhash == hash) {
-        let path = wd.build_dir(&stream, &l.version).join(FILE_NAME);
+    let runs: Vec<BuildEntry> = wd
+        .history()?
+        .into_iter()
+        .filter(|b| b.kind == EntryKind::Run && b.stream == name)
+        .collect();
+    if let Some(l) = runs.last().filter(|l| l.inputhash == hash) {
+        let path = wd.entry_dir(l).join(FILE_NAME);
         if path.exists() {
-            return Ok(ReleaseRecord {
+            return Ok(RunRecord {
                 changed: false,
                 id: l.id.clone(),
                 path,
-                release,
+                run,
             });
         }
     }
-    let serial = wd
-        .history()?
+    let serial = runs
         .iter()
-        .filter(|b| b.stream == stream)
         .filter_map(|b| b.version.parse::<u64>().ok())
         .max()
         .unwrap_or(0)
         + 1;
     let version = serial.to_string();
     let e = BuildEntry {
-        stream: stream.clone(),
+        stream: name.to_string(),
         version: version.clone(),
-        id: format!("{stream}/{version}"),
+        id: format!("{name}/{version}"),
+        kind: EntryKind::Run,
         inputhash: hash,
         ostree_commit: bases
             .first()
@@ -196,13 +212,13 @@ pub fn write(
         image_digest: None,
         image_tag: None,
     };
-    wd.record(&e, &[(FILE_NAME, bytes)])
-        .with_context(|| format!("recording {}", e.id))?;
-    Ok(ReleaseRecord {
+    wd.record(&e, None, &[(FILE_NAME, bytes)])
+        .with_context(|| format!("recording run {}", e.id))?;
+    Ok(RunRecord {
         changed: true,
+        path: wd.entry_dir(&e).join(FILE_NAME),
         id: e.id,
-        path: wd.build_dir(&stream, &version).join(FILE_NAME),
-        release,
+        run,
     })
 }
 
@@ -242,13 +258,13 @@ mod tests {
         )
         .unwrap();
         assert!(first.changed);
-        assert_eq!(first.id, "release-demo/1");
-        assert_eq!(first.release.releases["4.13"].tag, "ocp-4.13-1");
+        assert_eq!(first.id, "demo/1");
+        assert_eq!(first.run.releases["ocp-4.13"].tag, "ocp-4.13-1");
         assert_eq!(
-            first.release.releases["4.13"].base.as_deref(),
+            first.run.releases["ocp-4.13"].base.as_deref(),
             Some("rhel-8.6")
         );
-        assert_eq!(first.release.bases["rhel-8.6"].digest, "sha256:b1");
+        assert_eq!(first.run.bases["rhel-8.6"].digest, "sha256:b1");
         let again = write(
             d.path(),
             "demo",
@@ -266,10 +282,14 @@ mod tests {
         )
         .unwrap();
         assert!(next.changed);
-        assert_eq!(next.id, "release-demo/2");
-        let on_disk: ReleaseJson =
-            serde_json::from_slice(&std::fs::read(&next.path).unwrap()).unwrap();
-        assert_eq!(on_disk, next.release);
-        assert_eq!(on_disk.releases["4.13"].digest, "sha256:d2");
+        assert_eq!(next.id, "demo/2");
+        assert!(next.path.ends_with("runs/demo/2/run.json"));
+        let on_disk: RunJson = serde_json::from_slice(&std::fs::read(&next.path).unwrap()).unwrap();
+        assert_eq!(on_disk, next.run);
+        assert_eq!(on_disk.releases["ocp-4.13"].digest, "sha256:d2");
+        assert_eq!(
+            on_disk.releases["ocp-4.13"].release.as_deref(),
+            Some("4.13")
+        );
     }
 }

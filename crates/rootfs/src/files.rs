@@ -202,6 +202,22 @@ pub fn normalize_os_release(root: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The value of `key` in the tree's `/usr/lib/os-release`, unquoted.
+pub fn os_release_value(root: &Path, key: &str) -> Option<String> {
+    let text = fs::read_to_string(root.join("usr/lib/os-release")).ok()?;
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once('=')?;
+        (k.trim() == key).then(|| {
+            let v = v.trim();
+            v.strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or(v)
+                .replace("\\\"", "\"")
+                .replace("\\\\", "\\")
+        })
+    })
+}
+
 /// The os-release keys every image strata builds carries on top of the
 /// distribution's own: `VARIANT_ID=coreos` makes the Machine Config
 /// Operator treat nodes as CoreOS (its rule: `ID` is `rhcos` or `scos`, or

@@ -3,20 +3,28 @@
 //! ```text
 //! W/cache/   downloaded RPMs, dnf metadata        W/repo/  ostree repository (bare-user)
 //! W/oci/     OCI layout shared by every image     W/tmp/   staging for builds in progress
-//! W/builds/builds.json, W/builds/<stream>/<version>/meta.json
+//! W/history.json                                  every build and pipeline run, oldest first
+//! W/builds/<stream>/                              a coreos-assembler builds directory per stream:
+//!     builds.json, latest -> <version>, <version>/x86_64/{meta.json,strata.json,…}
+//! W/runs/<pipeline>/<n>/                          one `strata build` run
 //! ```
 //!
 //! This crate owns the rules that keep a workdir consistent: one writer at a
 //! time (an exclusive lock), builds staged in `W/tmp` and renamed into place,
 //! every metadata file written to a temporary name and renamed, so that an
-//! interrupted build leaves the workdir as it was. It knows nothing about
-//! what a build contains beyond the history entries.
+//! interrupted build leaves the workdir as it was. It owns the build records
+//! ([`record`]): strata's `strata.json` and the coreos-assembler `meta.json`
+//! made from it, read and written here only.
+
+pub mod record;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+
+pub use record::{BuildMeta, PackageDiff};
 
 /// An open workdir.
 #[derive(Debug, Clone)]
@@ -30,14 +38,18 @@ pub struct Lock {
     _file: File,
 }
 
-/// One build in the history.
+/// One build (or pipeline run) in the history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BuildEntry {
-    /// e.g. `rhel-8.6` for a base, `ocp-4.13` for a derived image.
+    /// e.g. `rhel-8.6` for a base, `ocp-4.13` for a derived image; a
+    /// pipeline run's is the pipeline's name.
     pub stream: String,
     pub version: String,
-    /// `<stream>/<version>`: where its meta.json lives under `W/builds`.
+    /// `<stream>/<version>`.
     pub id: String,
+    /// A build, or a run of `strata build`.
+    #[serde(default)]
+    pub kind: EntryKind,
     pub inputhash: String,
     pub ostree_commit: String,
     /// The image's manifest digest, once encapsulated.
@@ -46,15 +58,55 @@ pub struct BuildEntry {
     pub image_tag: Option<String>,
 }
 
+/// What a history entry is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    /// A composed or derived image: `W/builds/<stream>/<version>/x86_64`.
+    #[default]
+    Build,
+    /// A pipeline run: `W/runs/<pipeline>/<n>`.
+    Run,
+}
+
+/// `W/history.json`.
 #[derive(Debug, Default, Serialize, Deserialize)]
-struct BuildsFile {
+struct HistoryFile {
     /// Oldest first.
     builds: Vec<BuildEntry>,
+}
+
+/// The history's file, relative to the workdir.
+const HISTORY: &str = "history.json";
+
+/// coreos-assembler's `builds/builds.json` (`src/cosalib/builds.py`):
+/// newest first, each build with the architectures it has.
+#[derive(Debug, Serialize, Deserialize)]
+struct CosaBuilds {
+    #[serde(rename = "schema-version")]
+    schema_version: String,
+    builds: Vec<CosaBuild>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timestamp: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CosaBuild {
+    id: String,
+    arches: Vec<String>,
 }
 
 impl Workdir {
     /// Opens `root`, creating its layout when missing.
     pub fn open(root: &Path) -> Result<Self> {
+        let old = root.join("history.json");
+        if old.exists() && !root.join(HISTORY).exists() {
+            bail!(
+                "{} was made by an earlier strata (its history is {}, builds have no per-architecture directory): build into a new workdir",
+                root.display(),
+                old.display()
+            );
+        }
         for dir in ["cache", "oci", "builds", "tmp"] {
             let p = root.join(dir);
             std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
@@ -188,27 +240,136 @@ impl Workdir {
             .unwrap_or(0))
     }
 
-    /// The directory holding a build's meta.json and other records.
+    /// The directory holding a build's meta.json, strata.json and
+    /// artifacts: `W/builds/<stream>/<version>/x86_64`, as coreos-assembler
+    /// lays out a build.
     pub fn build_dir(&self, stream: &str, version: &str) -> PathBuf {
-        self.builds().join(stream).join(version)
+        self.builds().join(stream).join(version).join(record::ARCH)
     }
 
-    /// Records a finished build: `files` (name, content) go into its build
-    /// directory, then the history gains `entry`. The history is written
-    /// last, so a build is either recorded whole or not at all.
-    pub fn record(&self, entry: &BuildEntry, files: &[(&str, Vec<u8>)]) -> Result<()> {
-        let dir = self.build_dir(&entry.stream, &entry.version);
+    /// The directory of a pipeline run: `W/runs/<pipeline>/<n>`.
+    pub fn run_dir(&self, pipeline: &str, n: &str) -> PathBuf {
+        self.root.join("runs").join(pipeline).join(n)
+    }
+
+    /// Where the files of a history entry are.
+    pub fn entry_dir(&self, entry: &BuildEntry) -> PathBuf {
+        match entry.kind {
+            EntryKind::Build => self.build_dir(&entry.stream, &entry.version),
+            EntryKind::Run => self.run_dir(&entry.stream, &entry.version),
+        }
+    }
+
+    /// strata's record of a build, if it has one.
+    pub fn read_meta(&self, stream: &str, version: &str) -> Result<Option<BuildMeta>> {
+        record::read(&self.build_dir(stream, version))
+    }
+
+    /// Writes a build's records: strata.json, then the meta.json made from
+    /// it.
+    pub fn write_meta(&self, meta: &BuildMeta) -> Result<()> {
+        let dir = self.build_dir(&meta.stream, &meta.version);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        write_atomic(&dir.join(record::RECORD_FILE), &pretty(meta)?)?;
+        write_atomic(
+            &dir.join(record::META_FILE),
+            &pretty(&record::CosaMeta::of(meta))?,
+        )
+    }
+
+    /// `packages` (NEVRAs) against those of `previous`'s record.
+    pub fn package_diff(&self, previous: Option<&BuildEntry>, packages: &[String]) -> PackageDiff {
+        let Some(prev) = previous else {
+            return PackageDiff::default();
+        };
+        match self.read_meta(&prev.stream, &prev.version) {
+            Ok(Some(old)) => PackageDiff::between(&prev.version, &old.packages, packages),
+            _ => PackageDiff {
+                previous: Some(prev.version.clone()),
+                ..PackageDiff::default()
+            },
+        }
+    }
+
+    /// Records a finished build or run: its record (`meta`, for a build)
+    /// and `files` (name, content) go into its directory, then the history
+    /// gains `entry`, then the stream's coreos-assembler builds.json and
+    /// `latest` follow. The history is written after the files, so a build
+    /// is either recorded whole or not at all.
+    pub fn record(
+        &self,
+        entry: &BuildEntry,
+        meta: Option<&BuildMeta>,
+        files: &[(&str, Vec<u8>)],
+    ) -> Result<()> {
+        let dir = self.entry_dir(entry);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         for (name, content) in files {
             write_atomic(&dir.join(name), content)?;
         }
+        if let Some(meta) = meta {
+            self.write_meta(meta)?;
+        }
         let mut history = self.history()?;
-        history.retain(|b| !(b.stream == entry.stream && b.version == entry.version));
+        history.retain(|b| {
+            !(b.kind == entry.kind && b.stream == entry.stream && b.version == entry.version)
+        });
         history.push(entry.clone());
-        let mut json = serde_json::to_vec_pretty(&BuildsFile { builds: history })?;
-        json.push(b'\n');
-        write_atomic(&self.builds().join("builds.json"), &json)
+        write_atomic(
+            &self.root.join(HISTORY),
+            &pretty(&HistoryFile {
+                builds: history.clone(),
+            })?,
+        )?;
+        if entry.kind == EntryKind::Build {
+            let timestamp = meta.map(|m| record::rfc3339(m.source_date_epoch as i64));
+            self.write_cosa_builds(&entry.stream, &history, timestamp)?;
+        }
+        Ok(())
     }
+
+    /// `W/builds/<stream>/builds.json` and `latest` from the history.
+    fn write_cosa_builds(
+        &self,
+        stream: &str,
+        history: &[BuildEntry],
+        timestamp: Option<String>,
+    ) -> Result<()> {
+        let builds: Vec<CosaBuild> = history
+            .iter()
+            .rev()
+            .filter(|b| b.kind == EntryKind::Build && b.stream == stream)
+            .map(|b| CosaBuild {
+                id: b.version.clone(),
+                arches: vec![record::ARCH.to_string()],
+            })
+            .collect();
+        let Some(latest) = builds.first().map(|b| b.id.clone()) else {
+            return Ok(());
+        };
+        let dir = self.builds().join(stream);
+        write_atomic(
+            &dir.join("builds.json"),
+            &pretty(&CosaBuilds {
+                schema_version: "1.0.0".into(),
+                builds,
+                timestamp,
+            })?,
+        )?;
+        let link = dir.join("latest");
+        let tmp = dir.join(".latest.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&latest, &tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        std::fs::rename(&tmp, &link).with_context(|| format!("renaming into {}", link.display()))
+    }
+}
+
+/// Pretty JSON with a final newline.
+pub fn pretty<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
+    let mut json = serde_json::to_vec_pretty(value)?;
+    json.push(b'\n');
+    Ok(json)
 }
 
 /// Writes `content` to a temporary file beside `path` and renames it over
@@ -228,9 +389,9 @@ pub fn write_atomic(path: &Path, content: &[u8]) -> Result<()> {
 /// Every build recorded in the workdir at `root`, oldest first, without
 /// creating anything (none when it has no records).
 pub fn history_of(root: &Path) -> Result<Vec<BuildEntry>> {
-    let path = root.join("builds/builds.json");
+    let path = root.join(HISTORY);
     match std::fs::read(&path) {
-        Ok(bytes) => Ok(serde_json::from_slice::<BuildsFile>(&bytes)
+        Ok(bytes) => Ok(serde_json::from_slice::<HistoryFile>(&bytes)
             .with_context(|| format!("parsing {}", path.display()))?
             .builds),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
@@ -247,6 +408,7 @@ mod tests {
             stream: stream.into(),
             version: version.into(),
             id: format!("{stream}/{version}"),
+            kind: EntryKind::Build,
             inputhash: "h".into(),
             ostree_commit: "c".into(),
             image_digest: None,
@@ -259,12 +421,14 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let w = Workdir::open(t.path()).unwrap();
         assert_eq!(w.next_serial("rhel-8.6", "8.6.20261202").unwrap(), 0);
-        w.record(
-            &entry("rhel-8.6", "8.6.20261202-0"),
-            &[("meta.json", b"{}".to_vec())],
-        )
-        .unwrap();
-        w.record(&entry("ocp-4.13", "413.86.202612020000-0"), &[])
+        let meta = BuildMeta {
+            stream: "rhel-8.6".into(),
+            version: "8.6.20261202-0".into(),
+            ..BuildMeta::default()
+        };
+        w.record(&entry("rhel-8.6", "8.6.20261202-0"), Some(&meta), &[])
+            .unwrap();
+        w.record(&entry("ocp-4.13", "413.86.202612020000-0"), None, &[])
             .unwrap();
         assert_eq!(w.next_serial("rhel-8.6", "8.6.20261202").unwrap(), 1);
         assert_eq!(w.next_serial("rhel-8.6", "8.6.20261203").unwrap(), 0);
@@ -276,6 +440,19 @@ mod tests {
             .build_dir("rhel-8.6", "8.6.20261202-0")
             .join("meta.json")
             .exists());
+        w.record(&entry("rhel-8.6", "8.6.20261202-1"), Some(&meta), &[])
+            .unwrap();
+        let cosa: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(w.builds().join("rhel-8.6/builds.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(cosa["schema-version"], "1.0.0");
+        assert_eq!(cosa["builds"][0]["id"], "8.6.20261202-1");
+        assert_eq!(cosa["builds"][1]["arches"][0], "x86_64");
+        assert_eq!(
+            std::fs::read_link(w.builds().join("rhel-8.6/latest")).unwrap(),
+            Path::new("8.6.20261202-1")
+        );
         let _lock = w.lock().unwrap();
         let staging = w.staging("compose").unwrap();
         assert!(staging.path().starts_with(w.root().join("tmp")));
