@@ -25,6 +25,14 @@ pub struct DiskArgs {
     /// Disk size in MiB instead of the content plus headroom.
     #[arg(long, value_name = "MIB")]
     pub size_mib: Option<u64>,
+    /// Store the disks gzip-compressed, as published images are (gzip), or
+    /// as written, ready to boot (none).
+    #[arg(long, value_name = "gzip|none", default_value = "none")]
+    pub compress: strata_disk::Compress,
+    /// Where the build directory will be published: stream.json locations
+    /// become URL/STREAM/VERSION/x86_64/FILE.
+    #[arg(long, value_name = "URL")]
+    pub artifact_url: Option<String>,
     /// For a docker:// image.
     #[command(flatten)]
     pub registry: crate::transport::RegistryArgs,
@@ -64,7 +72,9 @@ pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
         strata_disk::DiskOptions::new(&args.workdir, &args.image, args.platform.clone(), worker()?)
             .size(args.size_mib.map(|m| m << 20))
             .transport(args.registry.transport())
-            .target_image(args.target_image.clone());
+            .target_image(args.target_image.clone())
+            .compress(args.compress)
+            .artifact_url(args.artifact_url.clone());
     let r = strata_disk::build(&opts)?;
     if args.json {
         println!("{}", serde_json::to_string(&disk_json(&r))?);
@@ -145,6 +155,8 @@ mod tests {
                 platform: vec!["qemu".into(), "metal".into()],
                 target_image: Some("docker://quay.io/o/rhcos:4.13".into()),
                 size_mib: None,
+                compress: strata_disk::Compress::None,
+                artifact_url: None,
                 registry: crate::transport::RegistryArgs {
                     tls_verify: true,
                     authfile: None,

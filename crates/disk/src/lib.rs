@@ -82,6 +82,36 @@ pub struct DiskOptions {
     /// reference names a path on this machine, so only with a target do two
     /// machines (or workdirs) write the same bytes.
     pub target_image: Option<String>,
+    /// How the disks are stored: gzip, as published images are (their
+    /// records then name the `.gz` file, with the content's size and
+    /// hash), or as they are.
+    pub compress: Compress,
+    /// Where the build directory will be published: stream.json locations
+    /// become `<url>/<stream>/<version>/x86_64/<file>` (the builds
+    /// directory's layout) instead of bare file names.
+    pub artifact_url: Option<String>,
+}
+
+/// How disk artifacts are stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compress {
+    /// As written (the default for `strata disk`: a disk to boot).
+    #[default]
+    None,
+    /// gzip, deterministic (what RHCOS publishes: `qcow2.gz`, `raw.gz`).
+    Gzip,
+}
+
+impl std::str::FromStr for Compress {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "none" => Ok(Compress::None),
+            "gzip" => Ok(Compress::Gzip),
+            other => bail!("compression {other:?}: expected gzip or none"),
+        }
+    }
 }
 
 impl DiskOptions {
@@ -101,6 +131,8 @@ impl DiskOptions {
             source_date_epoch: None,
             transport: TransportOptions::default(),
             target_image: None,
+            compress: Compress::None,
+            artifact_url: None,
         }
     }
     pub fn size(mut self, size: Option<u64>) -> Self {
@@ -121,6 +153,14 @@ impl DiskOptions {
     }
     pub fn target_image(mut self, target: Option<String>) -> Self {
         self.target_image = target;
+        self
+    }
+    pub fn compress(mut self, compress: Compress) -> Self {
+        self.compress = compress;
+        self
+    }
+    pub fn artifact_url(mut self, url: Option<String>) -> Self {
+        self.artifact_url = url;
         self
     }
 }
@@ -151,6 +191,10 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         .collect::<Result<Vec<_>>>()?;
     if platforms.is_empty() {
         bail!("no platform given");
+    }
+    if let Some(url) = &opts.artifact_url {
+        strata_manifest::check_artifact_url(url)
+            .map_err(|reason| anyhow::anyhow!("--artifact-url: {reason}"))?;
     }
     for (i, p) in platforms.iter().enumerate() {
         if platforms[..i].iter().any(|q| q.name == p.name) {
@@ -441,6 +485,7 @@ fn build_in(
         ostree_commit: id.ostree_commit.clone(),
         image_reference: id.image.clone(),
         images,
+        artifact_url: opts.artifact_url.clone(),
     });
     w.write_meta(&meta)?;
     for file in stale {
@@ -449,7 +494,22 @@ fn build_in(
         }
     }
     let table: Vec<(&Platform, &Artifact)> = platforms.iter().copied().zip(&artifacts).collect();
-    let stream = meta::stream_json(id, &table, &strata_workdir::record::rfc3339(epoch));
+    let location = |file: &str| match &opts.artifact_url {
+        Some(url) => format!(
+            "{}/{}/{}/{}/{file}",
+            url.trim_end_matches('/'),
+            id.stream,
+            id.version,
+            strata_workdir::record::ARCH
+        ),
+        None => file.to_string(),
+    };
+    let stream = meta::stream_json(
+        id,
+        &table,
+        &strata_workdir::record::rfc3339(epoch),
+        &location,
+    );
     let stream_path = build_dir.join("stream.json");
     strata_workdir::write_atomic(&stream_path, &strata_workdir::pretty(&stream)?)?;
 

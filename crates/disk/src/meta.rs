@@ -4,6 +4,7 @@
 //! JSON values or strings out.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -138,25 +139,122 @@ fn file_name(a: &Artifact) -> String {
         .unwrap_or_default()
 }
 
-/// CoreOS stream metadata listing the artifacts (locations relative to the
-/// build directory), `last_modified` being RFC 3339.
-pub fn stream_json(id: &Identity, table: &[(&Platform, &Artifact)], last_modified: &str) -> Value {
+/// CoreOS stream metadata listing the artifacts, each at `location(file
+/// name)`, `last_modified` being RFC 3339. A compressed artifact's format
+/// is the platform's with the compressor's suffix (`qcow2.gz`), as RHCOS's
+/// streams name them.
+pub fn stream_json(
+    id: &Identity,
+    table: &[(&Platform, &Artifact)],
+    last_modified: &str,
+    location: &dyn Fn(&str) -> String,
+) -> Value {
     let mut artifacts = serde_json::Map::new();
     for (p, a) in table {
         let entry = artifacts
             .entry(p.stream_platform.to_string())
             .or_insert_with(|| json!({"release": id.version, "formats": {}}));
-        let mut disk = json!({"location": file_name(a), "sha256": a.sha256});
+        let file = file_name(a);
+        let mut disk = json!({"location": location(&file), "sha256": a.sha256});
+        let mut format = p.stream_format.to_string();
         if let Some(u) = &a.uncompressed {
             disk["uncompressed-sha256"] = json!(u.sha256);
+            if let Some(ext) = Path::new(&file).extension() {
+                format = format!("{format}.{}", ext.to_string_lossy());
+            }
         }
-        entry["formats"][p.stream_format] = json!({ "disk": disk });
+        entry["formats"][format] = json!({ "disk": disk });
     }
     json!({
         "stream": id.installer_stream(),
         "metadata": {"last-modified": last_modified},
         "architectures": {"x86_64": {"artifacts": artifacts}},
     })
+}
+
+/// One stream of the CoreOS stream metadata from several (the builds of
+/// one release: its platforms may come from different builds): every
+/// architecture's artifacts, each platform's formats. A platform listed by
+/// two builds must be the same release, and a format listed twice the same
+/// artifact; `last-modified` is the newest.
+pub fn merge_streams(streams: &[Value]) -> anyhow::Result<Value> {
+    use anyhow::bail;
+    let Some(first) = streams.first() else {
+        bail!("no stream metadata to merge");
+    };
+    let name = first["stream"].clone();
+    let mut arches = serde_json::Map::new();
+    let mut last_modified = String::new();
+    for s in streams {
+        if s["stream"] != name {
+            bail!(
+                "stream metadata of {} and {} cannot be merged",
+                name,
+                s["stream"]
+            );
+        }
+        if let Some(t) = s["metadata"]["last-modified"].as_str() {
+            last_modified = last_modified.max(t.to_string());
+        }
+        for (arch, a) in s["architectures"].as_object().into_iter().flatten() {
+            let into = arches
+                .entry(arch.clone())
+                .or_insert_with(|| json!({"artifacts": {}}));
+            for (platform, p) in a["artifacts"].as_object().into_iter().flatten() {
+                let slot = &mut into["artifacts"][platform];
+                if slot.is_null() {
+                    *slot = json!({"release": p["release"], "formats": {}});
+                } else if slot["release"] != p["release"] {
+                    bail!(
+                        "{arch} {platform}: releases {} and {} in one stream",
+                        slot["release"],
+                        p["release"]
+                    );
+                }
+                for (format, f) in p["formats"].as_object().into_iter().flatten() {
+                    let have = &mut slot["formats"][format];
+                    if !have.is_null() && have != f {
+                        bail!("{arch} {platform} {format}: two different artifacts");
+                    }
+                    *have = f.clone();
+                }
+            }
+        }
+    }
+    Ok(json!({
+        "stream": name,
+        "metadata": {"last-modified": last_modified},
+        "architectures": arches,
+    }))
+}
+
+/// The `coreos-bootimages` ConfigMap of a release: the stream metadata the
+/// installer embeds and the Machine Config Operator reads to update boot
+/// images, with the release's version.
+pub fn bootimages_configmap(stream: &Value, release_version: &str) -> anyhow::Result<String> {
+    let text = serde_json::to_string_pretty(stream)?;
+    let mut out = String::from(
+        "apiVersion: v1\n\
+         kind: ConfigMap\n\
+         metadata:\n  \
+         name: coreos-bootimages\n  \
+         namespace: openshift-machine-config-operator\n  \
+         annotations:\n    \
+         include.release.openshift.io/ibm-cloud-managed: \"true\"\n    \
+         include.release.openshift.io/self-managed-high-availability: \"true\"\n    \
+         include.release.openshift.io/single-node-developer: \"true\"\n\
+         data:\n",
+    );
+    out.push_str(&format!(
+        "  releaseVersion: {}\n  stream: |\n",
+        serde_json::to_string(release_version)?
+    ));
+    for line in text.lines() {
+        out.push_str("    ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -189,6 +287,40 @@ mod tests {
         let a = aleph(&id(Some("4.13")));
         assert_eq!(a["openshift-version"], "4.13");
         assert_eq!(a["container-image"]["image-digest"], "sha256:aa");
+    }
+
+    #[test]
+    fn streams_merge_by_platform_and_format() {
+        let one = |platform: &str, format: &str, release: &str, t: &str| {
+            json!({"stream": "rhcos-4.13", "metadata": {"last-modified": t},
+                   "architectures": {"x86_64": {"artifacts": {platform: {"release": release,
+                       "formats": {format: {"disk": {"location": format, "sha256": "aa"}}}}}}}})
+        };
+        let m = merge_streams(&[
+            one("qemu", "qcow2.gz", "1", "2026-10-15T00:00:00Z"),
+            one("metal", "raw.gz", "1", "2026-10-16T00:00:00Z"),
+            one("metal", "iso", "1", "2026-10-14T00:00:00Z"),
+        ])
+        .unwrap();
+        let arts = &m["architectures"]["x86_64"]["artifacts"];
+        assert_eq!(arts["metal"]["formats"].as_object().unwrap().len(), 2);
+        assert_eq!(arts["qemu"]["release"], "1");
+        assert_eq!(m["metadata"]["last-modified"], "2026-10-16T00:00:00Z");
+        let stream: coreos_stream_metadata::Stream = serde_json::from_value(m.clone()).unwrap();
+        assert_eq!(stream.stream, "rhcos-4.13");
+        let e = merge_streams(&[
+            one("qemu", "qcow2.gz", "1", "t"),
+            one("qemu", "qcow2", "2", "t"),
+        ])
+        .unwrap_err();
+        assert!(format!("{e}").contains("releases \"1\" and \"2\""), "{e}");
+
+        let cm = bootimages_configmap(&m, "4.13").unwrap();
+        let v: serde_yaml::Value = serde_yaml::from_str(&cm).unwrap();
+        assert_eq!(v["metadata"]["name"].as_str(), Some("coreos-bootimages"));
+        assert_eq!(v["data"]["releaseVersion"].as_str(), Some("4.13"));
+        let embedded: Value = serde_json::from_str(v["data"]["stream"].as_str().unwrap()).unwrap();
+        assert_eq!(embedded, m);
     }
 
     #[test]

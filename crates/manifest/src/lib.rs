@@ -48,7 +48,7 @@ pub use base::{BaseManifest, RpmdbBackend};
 pub use content::{is_unit_name, AddFile, Initramfs};
 pub use document::{Loaded, EDITION, MAX_INCLUDE_DEPTH};
 pub use error::{FileRole, Location, ManifestError, Position};
-pub use pipeline::{PipelineManifest, Stage};
+pub use pipeline::{check_artifact_url, PipelineManifest, Stage, COMPRESSIONS};
 pub use policy::{Fingerprint, InputPolicy, KeyRef};
 pub use release::ReleaseManifest;
 pub use repo::Repo;

@@ -26,7 +26,7 @@ use crate::vars::Vars;
 #[serde(rename_all = "kebab-case")]
 pub struct PipelineManifest {
     pub edition: u32,
-    /// Names the pipeline's release records (`builds/release-<name>/…`).
+    /// Names the pipeline's run records (`runs/<name>/…`).
     pub name: String,
     /// Every variable in force with a value: the caller's over the
     /// pipeline's defaults. `strata build` passes them to the stage manifests.
@@ -35,6 +35,38 @@ pub struct PipelineManifest {
     pub bases: Vec<Stage>,
     /// In the order written; each release manifest once, with its base.
     pub releases: Vec<Stage>,
+    /// How disk artifacts are stored: `gzip` (the default: what is
+    /// published, as RHCOS's are) or `none`.
+    pub compress: String,
+    /// Where the artifacts will be published: stream metadata locations
+    /// are `<artifact-url>/<stream>/<version>/x86_64/<file>` (the builds
+    /// directory's layout). None: locations relative to `W/builds`.
+    pub artifact_url: Option<String>,
+}
+
+/// The values `compress` takes.
+pub const COMPRESSIONS: [&str; 2] = ["gzip", "none"];
+
+/// Checks an artifact base URL: `https://`, `http://` or `file://`, no
+/// whitespace, quotes or control characters (it is written into JSON
+/// that installers fetch from). Returns it without a trailing `/`.
+pub fn check_artifact_url(url: &str) -> Result<String, String> {
+    let rest = ["https://", "http://", "file://"]
+        .iter()
+        .find_map(|s| url.strip_prefix(s))
+        .ok_or_else(|| format!("`{url}` is not an https://, http:// or file:// URL"))?;
+    if rest.is_empty()
+        || url
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '"' | '\\' | '<' | '>'))
+        || url.contains(['?', '#'])
+    {
+        return Err(format!(
+            "`{}` is not a base URL (no spaces, quotes, query or fragment)",
+            url.escape_debug()
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_string())
 }
 
 /// One image of the pipeline: its manifest, its disks, its push target.
@@ -115,6 +147,8 @@ pub(crate) struct PartialPipeline {
     base: Option<Spanned<PartialStage>>,
     bases: Option<Vec<Spanned<PartialStage>>>,
     releases: Option<Vec<Spanned<PartialStage>>>,
+    compress: Option<Str>,
+    artifact_url: Option<Str>,
 }
 merge_fields!(PartialPipeline {
     edition,
@@ -124,6 +158,8 @@ merge_fields!(PartialPipeline {
     base,
     bases,
     releases,
+    compress,
+    artifact_url,
 });
 
 /// `base:` or a `releases:` entry, as one file states it.
@@ -238,12 +274,38 @@ impl Document for PipelineManifest {
             releases.push(s);
         }
         content::non_empty(cx, &releases, "releases")?;
+        let compress = match p.compress {
+            None => "gzip".to_string(),
+            Some(c) => {
+                let text = cx.text(&c)?;
+                if !COMPRESSIONS.contains(&text.as_str()) {
+                    return Err(cx.invalid(
+                        c.at,
+                        "compress",
+                        format!("`{text}`: expected {}", COMPRESSIONS.join(" or ")),
+                    ));
+                }
+                text
+            }
+        };
+        let artifact_url = match p.artifact_url {
+            None => None,
+            Some(u) => {
+                let text = cx.text(&u)?;
+                Some(
+                    check_artifact_url(&text)
+                        .map_err(|reason| cx.invalid(u.at, "artifact-url", reason))?,
+                )
+            }
+        };
         Ok(PipelineManifest {
             edition,
             name: name.0,
             variables: cx.variables(),
             bases,
             releases,
+            compress,
+            artifact_url,
         })
     }
 }
@@ -478,6 +540,21 @@ releases:
     }
 
     #[test]
+    fn artifacts_default_to_gzip_without_url() {
+        let vars = Vars::new().with("fixture", "/f").unwrap();
+        let p = parse(PIPELINE, &vars).unwrap();
+        assert_eq!((p.compress.as_str(), p.artifact_url), ("gzip", None));
+        let text =
+            format!("{PIPELINE}compress: none\nartifact-url: https://mirror.example/rhcos/\n");
+        let p = parse(&text, &vars).unwrap();
+        assert_eq!(p.compress, "none");
+        assert_eq!(
+            p.artifact_url.as_deref(),
+            Some("https://mirror.example/rhcos")
+        );
+    }
+
+    #[test]
     fn pipeline_errors() {
         let vars = Vars::new().with("fixture", "/f").unwrap();
         let swap = |from: &str, to: &str| PIPELINE.replace(from, to);
@@ -516,7 +593,19 @@ releases:
             ),
             (
                 format!("{PIPELINE}packages: [x]\n"),
-                "/p/pipeline.yaml:14:1: unknown field `packages`, expected one of `edition`, `include`, `variables`, `name`, `base`, `bases`, `releases`",
+                "/p/pipeline.yaml:14:1: unknown field `packages`, expected one of `edition`, `include`, `variables`, `name`, `base`, `bases`, `releases`, `compress`, `artifact-url`",
+            ),
+            (
+                format!("{PIPELINE}compress: xz\n"),
+                "/p/pipeline.yaml:14:11: invalid compress: `xz`: expected gzip or none",
+            ),
+            (
+                format!("{PIPELINE}artifact-url: ftp://x/y\n"),
+                "/p/pipeline.yaml:14:15: invalid artifact-url: `ftp://x/y` is not an https://, http:// or file:// URL",
+            ),
+            (
+                format!("{PIPELINE}artifact-url: \"https://x/a b\"\n"),
+                "/p/pipeline.yaml:14:15: invalid artifact-url: `https://x/a b` is not a base URL (no spaces, quotes, query or fragment)",
             ),
         ];
         let mut failures = Vec::new();

@@ -19,6 +19,13 @@ use strata_disk::Artifact;
 
 use crate::{BuildOptions, ImageResult};
 
+/// How a pipeline's disks are stored and where they will be published.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Store {
+    pub compress: strata_disk::Compress,
+    pub artifact_url: Option<String>,
+}
+
 /// The disk images of one image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DisksResult {
@@ -36,8 +43,15 @@ pub fn ensure(
     image: &ImageResult,
     platforms: &[String],
     target: Option<&str>,
+    store: &Store,
 ) -> Result<DisksResult> {
-    if let Some(artifacts) = existing(&image.build_dir, &image.ostree_commit, target, platforms)? {
+    if let Some(artifacts) = existing(
+        &image.build_dir,
+        &image.ostree_commit,
+        target,
+        platforms,
+        store,
+    )? {
         return Ok(DisksResult {
             changed: false,
             artifacts,
@@ -51,7 +65,9 @@ pub fn ensure(
             platforms.to_vec(),
             opts.disk_worker.command(),
         )
-        .target_image(target.map(str::to_string)),
+        .target_image(target.map(str::to_string))
+        .compress(store.compress)
+        .artifact_url(store.artifact_url.clone()),
     )?;
     if r.digest != image.digest {
         anyhow::bail!(
@@ -70,17 +86,22 @@ pub fn ensure(
 }
 
 /// The artifacts of `platforms` recorded in `build_dir`'s record for
-/// `commit` (and naming `target`, when given), if every one is there.
+/// `commit` (and naming `target`, when given), stored as `store` says, if
+/// every one is there.
 pub fn existing(
     build_dir: &Path,
     commit: &str,
     target: Option<&str>,
     platforms: &[String],
+    store: &Store,
 ) -> Result<Option<Vec<Artifact>>> {
     let Some(disks) = strata_workdir::record::read(build_dir)?.and_then(|m| m.disks) else {
         return Ok(None);
     };
-    if disks.ostree_commit != commit || target.is_some_and(|t| disks.image_reference != t) {
+    if disks.ostree_commit != commit
+        || target.is_some_and(|t| disks.image_reference != t)
+        || disks.artifact_url != store.artifact_url
+    {
         return Ok(None);
     }
     if !build_dir.join("stream.json").exists() {
@@ -91,6 +112,10 @@ pub fn existing(
         let Some(img) = disks.images.get(p) else {
             return Ok(None);
         };
+        let compressed = img.uncompressed_sha256.is_some();
+        if compressed != (store.compress == strata_disk::Compress::Gzip) {
+            return Ok(None);
+        }
         let artifact = build_dir.join(&img.path);
         match std::fs::metadata(&artifact) {
             Ok(m) if m.len() == img.size && !img.path.contains('/') => {}
@@ -132,6 +157,10 @@ mod tests {
     fn disks_exist_only_for_their_commit_and_every_platform() {
         let d = tempfile::tempdir().unwrap();
         let qemu = vec!["qemu".to_string()];
+        let plain = Store::default();
+        let existing = |dir: &Path, commit: &str, target: Option<&str>, p: &[String]| {
+            existing(dir, commit, target, p, &plain)
+        };
         assert_eq!(existing(d.path(), "c1", None, &qemu).unwrap(), None);
         meta(d.path(), "c1");
         let found = existing(d.path(), "c1", None, &qemu).unwrap().unwrap();
@@ -145,6 +174,23 @@ mod tests {
         assert_eq!(existing(d.path(), "c1", r2, &qemu).unwrap(), None);
         let both = vec!["qemu".to_string(), "metal".to_string()];
         assert_eq!(existing(d.path(), "c1", None, &both).unwrap(), None);
+        // Disks stored otherwise, or published elsewhere, are not these.
+        let gzip = Store {
+            compress: strata_disk::Compress::Gzip,
+            artifact_url: None,
+        };
+        assert_eq!(
+            super::existing(d.path(), "c1", None, &qemu, &gzip).unwrap(),
+            None
+        );
+        let url = Store {
+            compress: strata_disk::Compress::None,
+            artifact_url: Some("https://m.example/rhcos".into()),
+        };
+        assert_eq!(
+            super::existing(d.path(), "c1", None, &qemu, &url).unwrap(),
+            None
+        );
         // A truncated artifact is not a disk.
         std::fs::write(d.path().join("rhcos-1-qemu.x86_64.qcow2"), b"di").unwrap();
         assert_eq!(existing(d.path(), "c1", None, &qemu).unwrap(), None);

@@ -334,12 +334,16 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             .iter()
             .zip(releases.iter_mut().map(|r| &mut r.image)),
     );
+    let store = disks::Store {
+        compress: pipeline.compress.parse()?,
+        artifact_url: pipeline.artifact_url.clone(),
+    };
     for (stage, image) in &mut todo {
         if stage.platforms.is_empty() {
             continue;
         }
         opts.event("disk", &image.stream, State::Started);
-        let d = disks::ensure(opts, image, &stage.platforms, stage.push.as_deref())
+        let d = disks::ensure(opts, image, &stage.platforms, stage.push.as_deref(), &store)
             .with_context(|| format!("building the disks of {} {}", image.stream, image.version))?;
         opts.event("disk", &image.stream, State::Done { changed: d.changed });
         image.disks = Some(d);

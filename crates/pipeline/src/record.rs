@@ -68,6 +68,45 @@ pub struct ImageEntry {
     /// The CoreOS stream metadata of the bootimages, relative to `W/builds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_metadata: Option<String>,
+    /// A release's bootimages as the installer takes them: its stream
+    /// (`rhcos-4.19`, merged from the release's builds) and the
+    /// `coreos-bootimages` ConfigMap holding it, files of the run's
+    /// directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installer_stream: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootimages_configmap: Option<String>,
+}
+
+/// A release's files for the installer: its stream metadata and the
+/// ConfigMap, named by the installer's stream name.
+fn installer_files(image: &ImageResult, release: &str) -> Result<Option<[(String, Vec<u8>); 2]>> {
+    let Some(d) = &image.disks else {
+        return Ok(None);
+    };
+    let text = std::fs::read(&d.stream_json)
+        .with_context(|| format!("reading {}", d.stream_json.display()))?;
+    let one: serde_json::Value = serde_json::from_slice(&text)
+        .with_context(|| format!("parsing {}", d.stream_json.display()))?;
+    let stream = strata_disk::meta::merge_streams(&[one])?;
+    let name = stream["stream"].as_str().unwrap_or_default().to_string();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    {
+        anyhow::bail!("{}: stream name {name:?}", d.stream_json.display());
+    }
+    Ok(Some([
+        (
+            format!("stream-{name}.json"),
+            strata_workdir::pretty(&stream)?,
+        ),
+        (
+            format!("coreos-bootimages-{name}.yaml"),
+            strata_disk::meta::bootimages_configmap(&stream, release)?.into_bytes(),
+        ),
+    ]))
 }
 
 /// One disk image.
@@ -131,6 +170,8 @@ fn entry(
         pullspec: image.pushed.as_ref().map(|p| p.pullspec.clone()),
         bootimages,
         stream_metadata,
+        installer_stream: None,
+        bootimages_configmap: None,
     })
 }
 
@@ -141,27 +182,41 @@ pub fn run_json(
     bases: &[ImageResult],
     releases: &[ReleaseResult],
 ) -> Result<RunJson> {
-    Ok(RunJson {
+    Ok(run_and_files(workdir, name, bases, releases)?.0)
+}
+
+/// The record of a run and the files beside it.
+fn run_and_files(
+    workdir: &Path,
+    name: &str,
+    bases: &[ImageResult],
+    releases: &[ReleaseResult],
+) -> Result<(RunJson, Vec<(String, Vec<u8>)>)> {
+    let mut files = Vec::new();
+    let mut entries = BTreeMap::new();
+    for r in releases {
+        let mut e = entry(
+            workdir,
+            &r.image,
+            Some(&r.release),
+            Some((&r.base_stream, &r.base_digest)),
+        )?;
+        if let Some([stream, configmap]) = installer_files(&r.image, &r.release)? {
+            e.installer_stream = Some(stream.0.clone());
+            e.bootimages_configmap = Some(configmap.0.clone());
+            files.extend([stream, configmap]);
+        }
+        entries.insert(r.image.stream.clone(), e);
+    }
+    let run = RunJson {
         name: name.to_string(),
         bases: bases
             .iter()
             .map(|b| Ok((b.stream.clone(), entry(workdir, b, None, None)?)))
             .collect::<Result<_>>()?,
-        releases: releases
-            .iter()
-            .map(|r| {
-                Ok((
-                    r.image.stream.clone(),
-                    entry(
-                        workdir,
-                        &r.image,
-                        Some(&r.release),
-                        Some((&r.base_stream, &r.base_digest)),
-                    )?,
-                ))
-            })
-            .collect::<Result<_>>()?,
-    })
+        releases: entries,
+    };
+    Ok((run, files))
 }
 
 /// Writes the run's run.json unless the latest record is the same.
@@ -171,7 +226,7 @@ pub fn write(
     bases: &[ImageResult],
     releases: &[ReleaseResult],
 ) -> Result<RunRecord> {
-    let run = run_json(workdir, name, bases, releases)?;
+    let (run, mut files) = run_and_files(workdir, name, bases, releases)?;
     let bytes = strata_workdir::pretty(&run)?;
     let hash = hex::encode(Sha256::digest(&bytes));
     let wd = Workdir::open(workdir)?;
@@ -212,7 +267,9 @@ pub fn write(
         image_digest: None,
         image_tag: None,
     };
-    wd.record(&e, None, &[(FILE_NAME, bytes)])
+    files.push((FILE_NAME.to_string(), bytes));
+    let files: Vec<(&str, Vec<u8>)> = files.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
+    wd.record(&e, None, &files)
         .with_context(|| format!("recording run {}", e.id))?;
     Ok(RunRecord {
         changed: true,

@@ -253,6 +253,9 @@ pub struct Disks {
     pub image_reference: String,
     /// By meta.json name (`qemu`, `metal`, `metal4k`, `ostree`).
     pub images: BTreeMap<String, Artifact>,
+    /// The base URL stream.json's locations are under, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_url: Option<String>,
 }
 
 /// One file of a build directory, as coreos-assembler lists artifacts.
