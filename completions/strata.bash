@@ -353,7 +353,7 @@ _strata() {
             return 0
             ;;
         strata__subcmd__disk)
-            opts="-v -q -h --workdir --image --platform --target-image --size-mib --tls-verify --authfile --json --verbose --quiet --log-format --help"
+            opts="-v -q -h --workdir --image --platform --target-image --size-mib --compress --artifact-url --tls-verify --authfile --json --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -376,6 +376,14 @@ _strata() {
                     return 0
                     ;;
                 --size-mib)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --compress)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --artifact-url)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -34,7 +34,7 @@ complete -c strata -n "__fish_strata_needs_command" -f -a "fixture" -d 'Generate
 complete -c strata -n "__fish_strata_needs_command" -f -a "demo" -d 'Run the whole pipeline on the fixture distribution (the embedded default)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "compose" -d 'Compose the base image of a base manifest from RHEL-only inputs'
 complete -c strata -n "__fish_strata_needs_command" -f -a "derive" -d 'Derive one image per OpenShift release manifest from a base image'
-complete -c strata -n "__fish_strata_needs_command" -f -a "build" -d 'Run a pipeline: compose, derive every release, disks, push, release.json'
+complete -c strata -n "__fish_strata_needs_command" -f -a "build" -d 'Run a pipeline: compose, derive every release, disks, push, run.json'
 complete -c strata -n "__fish_strata_needs_command" -f -a "disk" -d 'Build bootable disk images (qcow2, raw, 4K raw) of an image'
 complete -c strata -n "__fish_strata_needs_command" -f -a "node" -d 'Update or roll back a node\'s disk image offline, as the node would'
 complete -c strata -n "__fish_strata_needs_command" -f -a "inspect" -d 'Show an image: labels, version, layers with sizes and components, packages'
@@ -103,6 +103,8 @@ complete -c strata -n "__fish_strata_using_subcommand disk" -l image -d 'The ima
 complete -c strata -n "__fish_strata_using_subcommand disk" -l platform -d 'Platforms, comma-separated: qemu, metal, metal4k' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l target-image -d 'The reference nodes upgrade from (where the image is published), recorded in the deployment\'s origin and the aleph file instead of --image: with it, the same image gives the same disk bytes on any machine' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l size-mib -d 'Disk size in MiB instead of the content plus headroom' -r
+complete -c strata -n "__fish_strata_using_subcommand disk" -l compress -d 'Store the disks gzip-compressed, as published images are (gzip), or as written, ready to boot (none)' -r
+complete -c strata -n "__fish_strata_using_subcommand disk" -l artifact-url -d 'Where the build directory will be published: stream.json locations become URL/STREAM/VERSION/x86_64/FILE' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l tls-verify -d 'Require HTTPS and verify certificates for docker:// references (`--tls-verify=false` for a local registry)' -r -f -a "true\t''
 false\t''"
 complete -c strata -n "__fish_strata_using_subcommand disk" -l authfile -d 'A containers-auth.json with registry credentials' -r -F
@@ -184,7 +186,7 @@ complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "demo" -d 'Run the whole pipeline on the fixture distribution (the embedded default)'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "compose" -d 'Compose the base image of a base manifest from RHEL-only inputs'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "derive" -d 'Derive one image per OpenShift release manifest from a base image'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "build" -d 'Run a pipeline: compose, derive every release, disks, push, release.json'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "build" -d 'Run a pipeline: compose, derive every release, disks, push, run.json'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "disk" -d 'Build bootable disk images (qcow2, raw, 4K raw) of an image'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "node" -d 'Update or roll back a node\'s disk image offline, as the node would'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "inspect" -d 'Show an image: labels, version, layers with sizes and components, packages'

@@ -12,9 +12,16 @@ pub struct ComposeArgs {
     pub workdir: PathBuf,
     /// The base manifest (YAML).
     pub manifest: PathBuf,
-    /// Compose exactly the packages of this lockfile.
+    /// Compose exactly the packages of this lockfile (strata's or
+    /// rpm-ostree's).
     #[arg(long)]
     pub lockfile: Option<PathBuf>,
+    /// An overrides file (a lockfile, JSON or YAML, such as
+    /// manifest-lock.overrides.yaml): its packages win over the lockfile's
+    /// by name; without --lockfile, they pin the versions of the packages
+    /// the manifest installs. Repeatable, later files win.
+    #[arg(long, value_name = "FILE")]
+    pub overrides: Vec<PathBuf>,
     /// Set a manifest variable: `${KEY}` in the manifest becomes VALUE.
     #[arg(long = "var", value_name = "KEY=VALUE", value_parser = crate::parse_var)]
     pub vars: Vec<String>,
@@ -33,7 +40,8 @@ pub(crate) fn run(args: ComposeArgs) -> Result<ExitCode> {
     let vars = strata_manifest::Vars::from_assignments(args.vars.iter().map(String::as_str))?;
     let opts = strata_compose::ComposeOptions::new(&args.manifest, &args.workdir)
         .vars(vars)
-        .lockfile(args.lockfile.clone());
+        .lockfile(args.lockfile.clone())
+        .overrides(args.overrides.clone());
     let result = strata_compose::compose(&opts)?;
     let pushed = match &args.push {
         Some(dest) => Some(strata_pipeline::push(

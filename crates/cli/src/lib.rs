@@ -87,7 +87,7 @@ pub enum Command {
     Compose(ComposeArgs),
     /// Derive one image per OpenShift release manifest from a base image.
     Derive(DeriveArgs),
-    /// Run a pipeline: compose, derive every release, disks, push, release.json.
+    /// Run a pipeline: compose, derive every release, disks, push, run.json.
     Build(BuildArgs),
     /// Build bootable disk images (qcow2, raw, 4K raw) of an image.
     Disk(DiskArgs),

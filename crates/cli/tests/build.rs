@@ -205,6 +205,40 @@ fn s(v: &Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
 }
 
+/// strata's record of a build.
+fn record_of(build_dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(build_dir.join("strata.json")).unwrap()).unwrap()
+}
+
+/// The build's meta.json, once it has passed coreos-assembler's schema
+/// rules.
+fn cosa_meta_of(build_dir: &Path) -> Value {
+    let cosa: Value =
+        serde_json::from_slice(&std::fs::read(build_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(
+        strata_workdir::record::check_cosa_meta(&cosa),
+        Vec::<String>::new(),
+        "{cosa:#}"
+    );
+    cosa
+}
+
+/// Runs `cmd`, which must succeed; its stdout.
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
 fn release<'a>(build: &'a Value, r: &str) -> &'a Value {
     build["releases"]
         .as_array()
@@ -336,20 +370,58 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         for a in disks["artifacts"].as_array().unwrap() {
             assert!(Path::new(s(&a["path"])).exists());
         }
-        let meta: Value = serde_json::from_slice(
-            &std::fs::read(Path::new(s(&rel["build_dir"])).join("meta.json")).unwrap(),
-        )
-        .unwrap();
+        let build_dir = Path::new(s(&rel["build_dir"]));
+        let meta = record_of(build_dir);
         assert_eq!(meta["package_diff"]["previous"], Value::Null);
+        // Published as RHCOS's are: gzip, with the content's size and hash.
+        let qemu = &disks["artifacts"][0];
+        assert!(s(&qemu["path"]).ends_with(".qcow2.gz"), "{qemu}");
+        assert_eq!(meta["disks"]["images"]["qemu"]["sha256"], qemu["sha256"]);
+        let cosa = cosa_meta_of(build_dir);
+        assert_eq!(cosa["images"]["qemu"]["sha256"], qemu["sha256"]);
         assert_eq!(
-            meta["images"]["qemu"]["sha256"],
-            disks["artifacts"][0]["sha256"]
+            cosa["images"]["qemu"]["uncompressed-sha256"],
+            qemu["uncompressed-sha256"]
+        );
+        let content = run_ok(
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("gzip -dc {} | sha256sum", s(&qemu["path"]))),
+        );
+        assert_eq!(
+            content.split_whitespace().next(),
+            qemu["uncompressed-sha256"].as_str()
+        );
+        // The image itself, as an OCI archive skopeo reads.
+        let archive = build_dir.join(s(&cosa["images"]["ostree"]["path"]));
+        let inspected: Value = serde_json::from_str(&run_ok(
+            Command::new("skopeo")
+                .arg("inspect")
+                .arg(format!("oci-archive:{}", archive.display())),
+        ))
+        .unwrap();
+        assert_eq!(
+            inspected["Digest"], rel["digest"],
+            "{r}: the archive holds the image"
+        );
+        assert_eq!(
+            cosa["images"]["ostree"]["sha256"].as_str().unwrap(),
+            sha256_hex(&std::fs::read(&archive).unwrap())
+        );
+        // The stream's builds directory, as coreos-assembler lays it out.
+        let builds: Value =
+            serde_json::from_slice(&std::fs::read(build_dir.join("../../builds.json")).unwrap())
+                .unwrap();
+        assert_eq!(builds["builds"][0]["id"], rel["version"]);
+        assert_eq!(
+            std::fs::read_link(build_dir.join("../../latest")).unwrap(),
+            Path::new(s(&rel["version"]))
         );
     }
-    assert_eq!(first["release_id"], "release-rhcos-rhel-8.6/1");
-    assert_eq!(first["release_changed"], true);
-    let record: Value =
-        serde_json::from_slice(&std::fs::read(s(&first["release_json"])).unwrap()).unwrap();
+    assert_eq!(first["run_id"], "rhcos-rhel-8.6/1");
+    assert_eq!(first["run_changed"], true);
+    let run_json = PathBuf::from(s(&first["run_json"]));
+    let record: Value = serde_json::from_slice(&std::fs::read(&run_json).unwrap()).unwrap();
     assert_eq!(first["bases"][0], first["base"]);
     assert_eq!(
         record["bases"]["rhel-8.6"]["digest"],
@@ -361,14 +433,48 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     );
     for r in ["4.12", "4.13"] {
         let rel = release(&first, r);
+        let entry = &record["releases"][format!("ocp-{r}")];
         assert_eq!(rel["base_stream"], "rhel-8.6");
-        assert_eq!(record["releases"][r]["base"], "rhel-8.6");
-        assert_eq!(record["releases"][r]["digest"], rel["digest"]);
-        assert_eq!(record["releases"][r]["version"], rel["version"]);
+        assert_eq!(entry["release"], r);
+        assert_eq!(entry["base"], "rhel-8.6");
+        assert_eq!(entry["digest"], rel["digest"]);
+        assert_eq!(entry["version"], rel["version"]);
         assert_eq!(
-            record["releases"][r]["bootimages"]["qemu"]["sha256"],
+            entry["bootimages"]["qemu"]["sha256"],
             rel["disks"]["artifacts"][0]["sha256"]
         );
+        // What the installer takes: the release's stream, by the stream
+        // metadata's own types, and the ConfigMap holding it.
+        let dir = run_json.parent().unwrap();
+        assert_eq!(entry["installer_stream"], format!("stream-rhcos-{r}.json"));
+        let stream: coreos_stream_metadata::Stream = serde_json::from_slice(
+            &std::fs::read(dir.join(s(&entry["installer_stream"]))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(stream.stream, format!("rhcos-{r}"));
+        let qcow = &stream.architectures["x86_64"].artifacts["qemu"].formats["qcow2.gz"]["disk"];
+        assert_eq!(qcow.sha256, s(&rel["disks"]["artifacts"][0]["sha256"]));
+        assert_eq!(
+            qcow.uncompressed_sha256.as_deref(),
+            rel["disks"]["artifacts"][0]["uncompressed-sha256"].as_str()
+        );
+        let cm: serde_yaml::Value = serde_yaml::from_slice(
+            &std::fs::read(dir.join(s(&entry["bootimages_configmap"]))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(cm["metadata"]["name"].as_str(), Some("coreos-bootimages"));
+        // The installer's placeholder, which the payload build replaces.
+        assert_eq!(
+            cm["data"]["releaseVersion"].as_str(),
+            Some("0.0.1-snapshot")
+        );
+        assert_eq!(
+            cm["metadata"]["namespace"].as_str(),
+            Some("openshift-machine-config-operator")
+        );
+        let embedded: coreos_stream_metadata::Stream =
+            serde_json::from_str(cm["data"]["stream"].as_str().unwrap()).unwrap();
+        assert_eq!(embedded.stream, stream.stream);
     }
     eprintln!("step 1 (first build) done at {:?}", started.elapsed());
 
@@ -383,13 +489,20 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let qemu = &rel["disks"]["artifacts"][0];
     assert_eq!(qemu["platform"], "qemu");
     let node = tmp.path().join("node.raw");
+    let qcow2 = tmp.path().join("node.qcow2");
+    run_ok(Command::new("sh").arg("-c").arg(format!(
+        "gzip -dc {} > {}",
+        s(&qemu["path"]),
+        qcow2.display()
+    )));
     let converted = Command::new("qemu-img")
         .args(["convert", "-O", "raw"])
-        .arg(s(&qemu["path"]))
+        .arg(&qcow2)
         .arg(&node)
         .status()
         .unwrap();
     assert!(converted.success());
+    std::fs::remove_file(&qcow2).unwrap();
     let config = ignition_config(tmp.path());
     let marker = |version: &str, firstboot: &str| {
         format!(
@@ -420,8 +533,8 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     assert_shape(&again, "build");
     assert_eq!(again["changed"], false, "{again:#}");
     assert_eq!(again["base"]["changed"], false);
-    assert_eq!(again["release_changed"], false);
-    assert_eq!(again["release_id"], first["release_id"]);
+    assert_eq!(again["run_changed"], false);
+    assert_eq!(again["run_id"], first["run_id"]);
     for r in ["4.12", "4.13"] {
         let rel = release(&again, r);
         assert_eq!(rel["changed"], false);
@@ -501,6 +614,8 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         &node_413,
         "--platform",
         "qemu,metal",
+        "--compress",
+        "gzip",
         "--tls-verify=false",
         // What the single workdir's pipeline named: its push target.
         "--target-image",
@@ -525,18 +640,15 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         sums(&disk["artifacts"]),
         sums(&single["disks"]["artifacts"])
     );
-    let meta3: Value = serde_json::from_slice(
-        &std::fs::read(Path::new(s(&disk["build_dir"])).join("meta.json")).unwrap(),
-    )
-    .unwrap();
+    let meta3 = record_of(Path::new(s(&disk["build_dir"])));
+    assert_eq!(meta3["disks"]["ostree_commit"], single["ostree_commit"]);
     assert_eq!(
-        meta3["coreos-assembler.image-config"]["ostree-commit"],
-        single["ostree_commit"]
-    );
-    assert_eq!(
-        meta3["coreos-assembler.image-config"]["image-reference"],
+        meta3["disks"]["image_reference"],
         "docker://localhost:5000/strata/rhel-coreos:4.13"
     );
+    // The record of an image this workdir did not build: what its labels
+    // say, in a meta.json that coreos-assembler's schema takes.
+    cosa_meta_of(Path::new(s(&disk["build_dir"])));
 
     let inspected = strata_json(&["inspect", &node_413, "--tls-verify=false"]);
     assert_shape(&inspected, "inspect");
@@ -585,12 +697,9 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         // Disks name the push target for upgrades: another registry,
         // other disks.
         assert_eq!(rel["disks"]["changed"], true, "{r}");
-        let meta: Value = serde_json::from_slice(
-            &std::fs::read(Path::new(s(&rel["build_dir"])).join("meta.json")).unwrap(),
-        )
-        .unwrap();
+        let meta = record_of(Path::new(s(&rel["build_dir"])));
         assert_eq!(
-            s(&meta["coreos-assembler.image-config"]["image-reference"]),
+            s(&meta["disks"]["image_reference"]),
             format!("docker://{}/strata/rhel-coreos:{r}", registry.addr)
         );
         assert_eq!(
@@ -598,11 +707,8 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
             format!("{}/strata/rhel-coreos@{}", registry.addr, s(&rel["digest"]))
         );
     }
-    assert_eq!(
-        pushed["release_changed"], true,
-        "the record gains pullspecs"
-    );
-    assert_eq!(pushed["release_id"], "release-rhcos-rhel-8.6/2");
+    assert_eq!(pushed["run_changed"], true, "the record gains pullspecs");
+    assert_eq!(pushed["run_id"], "rhcos-rhel-8.6/2");
     drop(registry);
     eprintln!("step 3 (three machines) done at {:?}", started.elapsed());
 
@@ -636,10 +742,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         before_412,
         "4.12's build untouched"
     );
-    let meta: Value = serde_json::from_slice(
-        &std::fs::read(Path::new(s(&u13["build_dir"])).join("meta.json")).unwrap(),
-    )
-    .unwrap();
+    let meta = record_of(Path::new(s(&u13["build_dir"])));
     assert_eq!(
         meta["package_diff"]["previous"],
         release(&first, "4.13")["version"]
@@ -650,11 +753,11 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
             "openshift-kubelet-4.13.0-202610200000.p0.rhaos4.13.el8.x86_64 -> openshift-kubelet-4.13.0-202612010000.p0.rhaos4.13.el8.x86_64"
         ])
     );
-    assert_eq!(updated["release_id"], "release-rhcos-rhel-8.6/3");
+    assert_eq!(updated["run_id"], "rhcos-rhel-8.6/3");
     let record: Value =
-        serde_json::from_slice(&std::fs::read(s(&updated["release_json"])).unwrap()).unwrap();
-    assert_eq!(record["releases"]["4.13"]["digest"], u13["digest"]);
-    assert_eq!(record["releases"]["4.12"]["digest"], u12["digest"]);
+        serde_json::from_slice(&std::fs::read(s(&updated["run_json"])).unwrap()).unwrap();
+    assert_eq!(record["releases"]["ocp-4.13"]["digest"], u13["digest"]);
+    assert_eq!(record["releases"]["ocp-4.12"]["digest"], u12["digest"]);
     eprintln!(
         "step 4 (one release updated) done at {:?}",
         started.elapsed()
@@ -782,7 +885,7 @@ fn a_bad_pipeline_fails_before_any_work() {
         ),
         (
             "edition: 1\nname: x\nbase:\n  manifest: {base}\nreleases:\n  - manifest: {ocp}\n  - manifest: {okd}\n",
-            "okd-4.19.yaml are both 4.19: release.json records one image per release",
+            "okd-4.19.yaml are both 4.19 on base",
         ),
     ];
     // The RHEL 8.6 base again, under another file.

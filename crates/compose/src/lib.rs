@@ -50,6 +50,10 @@ pub struct ComposeOptions {
     pub vars: Vars,
     /// Compose exactly the packages of this lockfile.
     pub lockfile: Option<PathBuf>,
+    /// Overrides files (lockfiles whose entries win by name, in order):
+    /// with a lockfile, they replace or add locked packages; without one,
+    /// they pin the version of each package the manifest installs.
+    pub overrides: Vec<PathBuf>,
     /// Times in the output; default: the newest build time of the packages.
     pub source_date_epoch: Option<u64>,
 }
@@ -61,6 +65,7 @@ impl ComposeOptions {
             workdir: workdir.into(),
             vars: Vars::new(),
             lockfile: None,
+            overrides: Vec::new(),
             source_date_epoch: std::env::var("SOURCE_DATE_EPOCH")
                 .ok()
                 .and_then(|s| s.parse().ok()),
@@ -74,6 +79,11 @@ impl ComposeOptions {
 
     pub fn lockfile(mut self, path: Option<PathBuf>) -> Self {
         self.lockfile = path;
+        self
+    }
+
+    pub fn overrides(mut self, paths: Vec<PathBuf>) -> Self {
+        self.overrides = paths;
         self
     }
 
@@ -134,7 +144,17 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     dnf_opts.ignore_scripts = manifest.ignore_scripts.clone();
     let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| files::repo_config(r)).collect();
 
-    let locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
+    let mut locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
+    let mut overrides = Lockfile {
+        packages: BTreeMap::new(),
+        metadata: None,
+    };
+    for path in &opts.overrides {
+        overrides.overridden_by(&Lockfile::load(path)?);
+    }
+    if let Some(l) = &mut locked {
+        l.overridden_by(&overrides);
+    }
     let mut request = DepsolveRequest::install(match &locked {
         Some(l) => l.specs(),
         None => manifest
@@ -149,16 +169,39 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     // to fix the build's SOURCE_DATE_EPOCH, which librpm reads when a
     // context is created (so the installing context comes after).
     let generator = format!("/usr/bin/{}", manifest.initramfs.generator);
-    let probe = {
+    let probe = |request: &DepsolveRequest| -> Result<_> {
         let mut dnf = Dnf::new(dnf_opts.clone(), repo_configs.clone())?;
-        let packages = dnf.depsolve(&request).map(|r| {
+        let packages = dnf.depsolve(request).map(|r| {
             (
                 sorted(r.packages()),
                 !r.providers_of_file(&generator).is_empty(),
             )
         });
-        packages
+        Ok(packages)
     };
+    let mut resolved = probe(&request)?;
+    // Without a lockfile, overrides pin the versions of packages the
+    // manifest installs (as rpm-ostree's lockfiles constrain a depsolve
+    // without adding to it): resolved again with each pinned.
+    if locked.is_none() && !overrides.packages.is_empty() {
+        if let Ok((set, _)) = &resolved {
+            let mut pinned = 0;
+            for (name, p) in &overrides.packages {
+                if set.iter().any(|s| &s.name == name) {
+                    // In place of the manifest's own name for it, if any.
+                    request.packages.retain(|spec| spec != name);
+                    request.packages.push(Lockfile::spec(name, p));
+                    pinned += 1;
+                } else {
+                    tracing::info!("override {name}: not in the package set, ignored");
+                }
+            }
+            if pinned > 0 {
+                resolved = probe(&request)?;
+            }
+        }
+    }
+    let probe = resolved;
     let packages = match probe {
         // The initramfs is made after everything is installed: a set that
         // cannot make it fails now, before the install.
@@ -184,6 +227,14 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     if let Some(l) = &locked {
         check_against_lockfile(l, &packages)?;
     }
+    let pinned: BTreeMap<String, String> = overrides
+        .packages
+        .iter()
+        .filter_map(|(name, _)| {
+            let p = packages.iter().find(|p| &p.name == name)?;
+            Some((name.clone(), p.nevra.clone()))
+        })
+        .collect();
 
     let inputhash = input_hash(&loaded, &policy, &packages)?;
     let previous = wd.latest(&stream)?;
@@ -356,6 +407,7 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         package_diff,
         ignored_scriptlet_failures: installed.ignored_scriptlet_failures.clone(),
         tree: Some(TreeMeta {
+            overrides: pinned,
             kernel: kernel.kver.clone(),
             rpmdb: rpmdb.as_str().to_string(),
             bootloader: [("EFI", bootloader.efi), ("BIOS", bootloader.bios)]

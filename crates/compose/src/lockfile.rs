@@ -14,6 +14,11 @@
 //! Written by every compose; `--lockfile F` composes exactly the packages
 //! it lists and fails naming any it cannot find, or whose file or repo is
 //! not the locked one.
+//!
+//! Overrides files (`--overrides F`, coreos-assembler's
+//! `manifest-lock.overrides.yaml`) are lockfiles too, YAML or JSON, whose
+//! entries win over the lockfile's by name, as rpm-ostree applies several
+//! lockfiles in order (cosa passes them with `--ex-lockfile`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -72,11 +77,18 @@ pub struct RepoTimestamp {
 }
 
 impl Lockfile {
+    /// Reads a lockfile or an overrides file: JSON, or YAML (what cosa's
+    /// overrides files are).
     pub fn load(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the lockfile {}", path.display()))?;
-        let lock: Lockfile = serde_json::from_str(&text)
-            .with_context(|| format!("parsing the lockfile {}", path.display()))?;
+        let lock: Lockfile = if text.trim_start().starts_with('{') {
+            serde_json::from_str(&text)
+                .with_context(|| format!("parsing the lockfile {}", path.display()))?
+        } else {
+            serde_yaml::from_str(&text)
+                .with_context(|| format!("parsing the lockfile {}", path.display()))?
+        };
         for (name, p) in &lock.packages {
             if p.evra.is_some() == p.evr.is_some() {
                 bail!(
@@ -88,15 +100,25 @@ impl Lockfile {
         Ok(lock)
     }
 
+    /// The entries of `overrides` over this lockfile's, by name.
+    pub fn overridden_by(&mut self, overrides: &Lockfile) {
+        for (name, p) in &overrides.packages {
+            self.packages.insert(name.clone(), p.clone());
+        }
+    }
+
+    /// The spec that selects one locked package: `name-evr[.arch]`.
+    pub fn spec(name: &str, p: &LockedPackage) -> String {
+        let evr = p.evra.as_deref().or(p.evr.as_deref()).unwrap_or_default();
+        let evr = evr.split_once(':').map_or(evr, |(_, rest)| rest);
+        format!("{name}-{evr}")
+    }
+
     /// `name-evr[.arch]` specs that select exactly the locked packages.
     pub fn specs(&self) -> Vec<String> {
         self.packages
             .iter()
-            .map(|(name, p)| {
-                let evr = p.evra.as_deref().or(p.evr.as_deref()).unwrap_or_default();
-                let evr = evr.split_once(':').map_or(evr, |(_, rest)| rest);
-                format!("{name}-{evr}")
-            })
+            .map(|(name, p)| Self::spec(name, p))
             .collect()
     }
 
@@ -180,6 +202,36 @@ mod tests {
         // What strata writes reads back the same.
         let again: Lockfile = serde_json::from_slice(&lock.to_json()).unwrap();
         assert_eq!(again, lock);
+    }
+
+    /// An overrides file as coreos-assembler keeps one
+    /// (`manifest-lock.overrides.yaml`: YAML, `evr` or `evra`, free-form
+    /// metadata): its entries win by name.
+    #[test]
+    fn overrides_files_win_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("lock.json");
+        std::fs::write(&path, RPM_OSTREE).unwrap();
+        let mut lock = Lockfile::load(&path).unwrap();
+        let o = d.path().join("manifest-lock.overrides.yaml");
+        std::fs::write(
+            &o,
+            "packages:\n  bash:\n    evr: 4.4.20-5.el8_6\n    metadata:\n      type: fast-track\n      reason: https://issues.example/1\n  kernel:\n    evra: 4.18.0-372.9.1.el8.x86_64\n",
+        )
+        .unwrap();
+        lock.overridden_by(&Lockfile::load(&o).unwrap());
+        assert_eq!(
+            lock.specs(),
+            [
+                "bash-4.4.20-5.el8_6",
+                "gmp-6.1.2-10.el8",
+                "kernel-4.18.0-372.9.1.el8.x86_64"
+            ]
+        );
+        assert_eq!(
+            lock.packages["bash"].digest, None,
+            "the override's own entry"
+        );
     }
 
     #[test]

@@ -813,3 +813,88 @@ fn a_lockfile_whose_digest_or_repo_differs_is_refused_by_name() {
         assert!(workdir_has_no_build(&w));
     }
 }
+
+/// A z-stream by overrides, as a release engineer fast-tracks errata: the
+/// GA snapshot's lockfile plus an overrides file (coreos-assembler's YAML
+/// `manifest-lock.overrides.yaml`) naming the packages the z-stream
+/// snapshot changed gives the z-stream snapshot's own compose, commit for
+/// commit. Without a lockfile, an override pins a package the manifest
+/// installs; a pinned version the repos lack fails naming it.
+#[test]
+fn overrides_files_pin_packages_over_the_lockfile() {
+    let _serial = serial();
+    let (_, ga) = demo();
+    let f = fixture();
+    let zvars = || {
+        Vars::from_assignments([
+            format!("fixture={}", f.root.display()),
+            "snapshot=20261115".to_string(),
+        ])
+        .unwrap()
+    };
+    let zw = tempfile::tempdir().unwrap();
+    let z = compose(&ComposeOptions::new(demo_manifest(), zw.path()).vars(zvars())).unwrap();
+    let lock = |p: &Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    let (old, new) = (lock(&ga.lockfile), lock(&z.lockfile));
+    let changed: Vec<(String, String)> = new["packages"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(name, p)| old["packages"][name.as_str()]["evra"] != p["evra"])
+        .map(|(name, p)| (name.clone(), p["evra"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(
+        changed.iter().any(|(n, _)| n == "openssl-libs") && changed.len() >= 4,
+        "{changed:?}"
+    );
+    let d = tempfile::tempdir().unwrap();
+    let overrides = d.path().join("manifest-lock.overrides.yaml");
+    let mut yaml = String::from("packages:\n");
+    for (name, evra) in &changed {
+        yaml.push_str(&format!(
+            "  {name}:\n    evra: {evra}\n    metadata:\n      type: fast-track\n"
+        ));
+    }
+    std::fs::write(&overrides, yaml).unwrap();
+    let w = tempfile::tempdir().unwrap();
+    let by_overrides = compose(
+        &ComposeOptions::new(demo_manifest(), w.path())
+            .vars(zvars())
+            .lockfile(Some(ga.lockfile.clone()))
+            .overrides(vec![overrides.clone()]),
+    )
+    .unwrap();
+    assert_eq!(by_overrides.ostree_commit, z.ostree_commit);
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(by_overrides.build_dir.join("strata.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        record["tree"]["overrides"].as_object().unwrap().len(),
+        changed.len()
+    );
+    let cosa: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(by_overrides.build_dir.join("meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(cosa["coreos-assembler.overrides-active"], true);
+
+    // No lockfile: a pin to a version the repos lack (the GA snapshot's
+    // openssl-libs, gone from the z-stream's) is named.
+    let pin = d.path().join("pin.yaml");
+    let old_openssl = old["packages"]["openssl-libs"]["evra"].as_str().unwrap();
+    std::fs::write(
+        &pin,
+        format!("packages:\n  openssl-libs:\n    evra: {old_openssl}\n"),
+    )
+    .unwrap();
+    let w = tempfile::tempdir().unwrap();
+    let pinned = compose(
+        &ComposeOptions::new(demo_manifest(), w.path())
+            .vars(zvars())
+            .overrides(vec![pin.clone()]),
+    );
+    let e = format!("{:#}", pinned.unwrap_err());
+    assert!(e.contains("openssl-libs-"), "{e}");
+    assert!(!e.contains('\n'), "one line: {e}");
+}

@@ -179,6 +179,8 @@ pub struct DiskResult {
     /// `W/builds/<stream>/<version>`: artifacts, meta.json, stream.json.
     pub build_dir: PathBuf,
     pub artifacts: Vec<Artifact>,
+    /// The image as an OCI archive (meta.json's `images.ostree`).
+    pub oci_archive: Artifact,
     pub stream_json: PathBuf,
 }
 
@@ -207,7 +209,10 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     let (mut id, imgref) = resolve(&w, opts)?;
     // The disks name the image: it must be whole. Its layers are hashed
     // beside the deployment, off the critical path.
-    let verified = std::thread::spawn(move || strata_oscontainer::verify(&imgref));
+    let verified = std::thread::spawn({
+        let imgref = imgref.clone();
+        move || strata_oscontainer::verify(&imgref)
+    });
     if let Some(target) = &opts.target_image {
         id.image = target.clone();
     }
@@ -250,6 +255,7 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         &ns,
         staging.path(),
         verified,
+        &imgref,
     );
     // What is left of the sysroot after a failure may belong to ids only
     // the namespace has.
@@ -277,6 +283,7 @@ fn build_in(
     ns: &Namespace,
     stage: &Path,
     verified: std::thread::JoinHandle<strata_oscontainer::Result<String>>,
+    imgref: &ImageRef,
 ) -> Result<DiskResult> {
     let started = std::time::Instant::now();
     let sysroot = stage.join(SYSROOT);
@@ -445,11 +452,59 @@ fn build_in(
         Ok(Err(e)) => return Err(e).with_context(|| format!("image {}", id.image)),
         Err(_) => bail!("verifying image {} panicked", id.image),
     }
-    // Into place: artifacts, then meta.json's images, then stream.json.
+    if opts.compress == Compress::Gzip {
+        for a in &mut artifacts {
+            let t = std::time::Instant::now();
+            let mut gz = a.path.clone().into_os_string();
+            gz.push(".gz");
+            let gz = PathBuf::from(gz);
+            let c = strata_oscontainer::gzip_file(&a.path, &gz)
+                .with_context(|| format!("compressing {}", a.path.display()))?;
+            if c.uncompressed_sha256 != a.sha256 {
+                bail!(
+                    "{} changed while it was compressed (sha256 {} then {})",
+                    a.path.display(),
+                    a.sha256,
+                    c.uncompressed_sha256
+                );
+            }
+            std::fs::remove_file(&a.path)?;
+            tracing::info!(platform = %a.platform, elapsed = ?t.elapsed(), "compressed {}", gz.display());
+            a.path = gz;
+            a.uncompressed = Some(Uncompressed {
+                size: c.uncompressed_size,
+                sha256: c.uncompressed_sha256,
+            });
+            a.size = c.size;
+            a.sha256 = c.sha256;
+        }
+    }
+    // The image itself beside its disks, as coreos-assembler ships a
+    // build's: an OCI archive (meta.json's `images.ostree`).
+    let archive_name = format!("{}-{}-ostree.x86_64.ociarchive", id.osname, id.version);
+    let archive_path = stage.join("out").join(&archive_name);
+    let archive = strata_oscontainer::write_oci_archive(
+        imgref,
+        &archive_path,
+        u64::try_from(epoch).unwrap_or(0),
+    )
+    .with_context(|| format!("writing {archive_name}"))?;
+    let mut oci_archive = Artifact {
+        platform: "ostree".into(),
+        format: "ociarchive".into(),
+        path: archive_path,
+        size: archive.size,
+        sha256: archive.sha256,
+        uncompressed: None,
+    };
+    // Into place: artifacts, then the records' images, then stream.json.
     let build_dir = w.build_dir(&id.stream, id.version.as_str());
     std::fs::create_dir_all(&build_dir)
         .with_context(|| format!("creating {}", build_dir.display()))?;
-    for a in &mut artifacts {
+    for a in artifacts
+        .iter_mut()
+        .chain(std::iter::once(&mut oci_archive))
+    {
         let dest = build_dir.join(a.path.file_name().expect("named"));
         std::fs::rename(&a.path, &dest)
             .with_context(|| format!("renaming into {}", dest.display()))?;
@@ -477,7 +532,7 @@ fn build_in(
                 .collect();
         }
     }
-    for a in &artifacts {
+    for a in artifacts.iter().chain(std::iter::once(&oci_archive)) {
         images.insert(a.platform.clone(), a.record());
     }
     stale.retain(|f| !images.values().any(|a| build_dir.join(&a.path) == *f));
@@ -522,6 +577,7 @@ fn build_in(
         stream: id.stream.clone(),
         build_dir,
         artifacts,
+        oci_archive,
         stream_json: stream_path,
     })
 }

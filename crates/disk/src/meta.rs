@@ -228,9 +228,16 @@ pub fn merge_streams(streams: &[Value]) -> anyhow::Result<Value> {
     }))
 }
 
-/// The `coreos-bootimages` ConfigMap of a release: the stream metadata the
-/// installer embeds and the Machine Config Operator reads to update boot
-/// images, with the release's version.
+/// What the installer writes as the ConfigMap's `releaseVersion`: the
+/// payload's build (`oc adm release new`) replaces it with the release's
+/// full version, which a disk build does not know.
+pub const RELEASE_VERSION_PLACEHOLDER: &str = "0.0.1-snapshot";
+
+/// The `coreos-bootimages` ConfigMap of a release, as the installer ships
+/// it in the payload (`0000_50_installer_coreos-bootimages.yaml`): the
+/// stream metadata (`data.stream`, which the Machine Config Operator reads
+/// to update boot images) and `data.releaseVersion`, the release's version
+/// or [`RELEASE_VERSION_PLACEHOLDER`].
 pub fn bootimages_configmap(stream: &Value, release_version: &str) -> anyhow::Result<String> {
     let text = serde_json::to_string_pretty(stream)?;
     let mut out = String::from(
@@ -315,10 +322,10 @@ mod tests {
         .unwrap_err();
         assert!(format!("{e}").contains("releases \"1\" and \"2\""), "{e}");
 
-        let cm = bootimages_configmap(&m, "4.13").unwrap();
+        let cm = bootimages_configmap(&m, "4.13.0").unwrap();
         let v: serde_yaml::Value = serde_yaml::from_str(&cm).unwrap();
         assert_eq!(v["metadata"]["name"].as_str(), Some("coreos-bootimages"));
-        assert_eq!(v["data"]["releaseVersion"].as_str(), Some("4.13"));
+        assert_eq!(v["data"]["releaseVersion"].as_str(), Some("4.13.0"));
         let embedded: Value = serde_json::from_str(v["data"]["stream"].as_str().unwrap()).unwrap();
         assert_eq!(embedded, m);
     }

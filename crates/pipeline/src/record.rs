@@ -80,7 +80,7 @@ pub struct ImageEntry {
 
 /// A release's files for the installer: its stream metadata and the
 /// ConfigMap, named by the installer's stream name.
-fn installer_files(image: &ImageResult, release: &str) -> Result<Option<[(String, Vec<u8>); 2]>> {
+fn installer_files(image: &ImageResult) -> Result<Option<[(String, Vec<u8>); 2]>> {
     let Some(d) = &image.disks else {
         return Ok(None);
     };
@@ -104,7 +104,11 @@ fn installer_files(image: &ImageResult, release: &str) -> Result<Option<[(String
         ),
         (
             format!("coreos-bootimages-{name}.yaml"),
-            strata_disk::meta::bootimages_configmap(&stream, release)?.into_bytes(),
+            strata_disk::meta::bootimages_configmap(
+                &stream,
+                strata_disk::meta::RELEASE_VERSION_PLACEHOLDER,
+            )?
+            .into_bytes(),
         ),
     ]))
 }
@@ -201,7 +205,7 @@ fn run_and_files(
             Some(&r.release),
             Some((&r.base_stream, &r.base_digest)),
         )?;
-        if let Some([stream, configmap]) = installer_files(&r.image, &r.release)? {
+        if let Some([stream, configmap]) = installer_files(&r.image)? {
             e.installer_stream = Some(stream.0.clone());
             e.bootimages_configmap = Some(configmap.0.clone());
             files.extend([stream, configmap]);

@@ -194,6 +194,9 @@ pub struct TreeMeta {
     /// packages it came from, as bootupd's metadata names them.
     #[serde(default)]
     pub bootloader: BTreeMap<String, String>,
+    /// Packages an overrides file pinned: name to the NEVRA installed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overrides: BTreeMap<String, String>,
 }
 
 /// What a derived build stands on and adds.
@@ -581,7 +584,9 @@ impl CosaMeta {
                 }
                 Some(v)
             }),
-            overrides_active: derived.filter(|d| !d.overrides.is_empty()).map(|_| true),
+            overrides_active: (derived.is_some_and(|d| !d.overrides.is_empty())
+                || m.tree.as_ref().is_some_and(|t| !t.overrides.is_empty()))
+            .then_some(true),
             pkgdiff: m.package_diff.rpm_ostree(),
             parent_pkgdiff,
             images: m
