@@ -24,10 +24,14 @@
 //! - `layout`: verified reading of OCI layouts; tags and pruning of the
 //!   shared blob store.
 //! - `commit` (private): an ostree commit as plain data.
-//! - `tarball`, `compress` (private): deterministic tar and gzip/zstd.
+//! - `tarball`, `compress` (private): deterministic tar and gzip/zstd;
+//!   [`gzip_file`] compresses a file (a disk) the same way.
+//! - `artifact` (private): files written to a temporary name and renamed,
+//!   hashed as they are written.
 //!
 //! Errors are [`Error`]; nothing here panics on bad input.
 
+mod artifact;
 pub mod chunking;
 mod commit;
 mod compress;
@@ -42,7 +46,7 @@ mod tarball;
 pub mod transport;
 
 pub use chunking::{Component, LayerMap};
-pub use compress::Compression;
+pub use compress::{gzip_file, Compressed, Compression};
 pub use derived::{
     append_layer_committing, append_layers, DeriveOptions, Derived, DerivedLayer, PendingCommit,
 };
