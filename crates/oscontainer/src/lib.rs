@@ -21,6 +21,8 @@
 //! - [`labels`]: label names and the validated values read from them
 //!   (`OsName`, `OcpVersion`, `Version`, …): images are untrusted input.
 //! - [`transport`]: image references, push and pull with skopeo.
+//! - [`archive`]: one image of a layout as a deterministic OCI archive
+//!   (`oci-archive:FILE`).
 //! - `layout`: verified reading of OCI layouts; tags and pruning of the
 //!   shared blob store.
 //! - `commit` (private): an ostree commit as plain data.
@@ -31,6 +33,7 @@
 //!
 //! Errors are [`Error`]; nothing here panics on bad input.
 
+pub mod archive;
 mod artifact;
 pub mod chunking;
 mod commit;
@@ -45,6 +48,7 @@ mod layout;
 mod tarball;
 pub mod transport;
 
+pub use archive::{write_oci_archive, ArchiveInfo, ARCHIVE_REF_NAME};
 pub use chunking::{Component, LayerMap};
 pub use compress::{gzip_file, Compressed, Compression};
 pub use derived::{
