@@ -1,5 +1,8 @@
 //! Layer compression whose output depends only on the input bytes.
 //!
+//! [`gzip_file`] gives a file (a disk image) the same gzip as layers, for
+//! artifacts published as `.gz`.
+//!
 //! gzip goes through `miniz_oxide` directly, not through `flate2`: flate2
 //! picks its deflate backend (C zlib, zlib-rs, miniz) from the Cargo features
 //! of whatever else is in the build, so the same strata source would write
@@ -11,12 +14,17 @@
 //! given level and version. Nothing here may read the clock or the
 //! environment.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::path::Path;
 
 use miniz_oxide::deflate::core::{
     compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
 };
 use oci_spec::image::MediaType;
+use sha2::{Digest as _, Sha256};
+
+use crate::artifact::ArtifactFile;
+use crate::error::Context;
 
 /// How layers are compressed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -244,6 +252,55 @@ impl<W: Write> Write for GzipWriter<W> {
     }
 }
 
+/// What [`gzip_file`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Compressed {
+    /// Size of the `.gz` file in bytes.
+    pub size: u64,
+    /// sha256 of the `.gz` file: lowercase hex, no `sha256:` prefix.
+    pub sha256: String,
+    /// Size of the input in bytes.
+    pub uncompressed_size: u64,
+    /// sha256 of the input, as `size`.
+    pub uncompressed_sha256: String,
+}
+
+/// Compresses the file `src` into `dest` as one gzip member with the bytes
+/// layers get (`GzipWriter`: fixed header, no name, no time): the output
+/// depends only on the input's bytes. Input and output are streamed and
+/// hashed in the same pass. `dest` is written to a temporary file beside
+/// it and renamed into place once complete; its directory must exist.
+pub fn gzip_file(src: &Path, dest: &Path) -> crate::Result<Compressed> {
+    let reading = || format!("reading {}", src.display());
+    let compressing = || format!("compressing {} into {}", src.display(), dest.display());
+    let mut input =
+        std::fs::File::open(src).context_with(|| format!("opening {}", src.display()))?;
+    let mut out = ArtifactFile::create(dest)?;
+    let mut gz = GzipWriter::new(&mut out).context_with(compressing)?;
+    let mut hash = Sha256::new();
+    let mut len = 0u64;
+    let mut buf = vec![0u8; BLOCK];
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context_with(reading),
+        };
+        hash.update(&buf[..n]);
+        len += n as u64;
+        gz.write_all(&buf[..n]).context_with(compressing)?;
+    }
+    gz.finish().context_with(compressing)?;
+    let written = out.finish()?;
+    Ok(Compressed {
+        size: written.size,
+        sha256: written.sha256,
+        uncompressed_size: len,
+        uncompressed_sha256: hex::encode(hash.finalize()),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +371,92 @@ mod tests {
             .read_to_end(&mut back)
             .unwrap();
         assert!(back.is_empty());
+    }
+
+    /// `program` on PATH, or a failure naming the Debian package.
+    fn tool(program: &str, package: &str) -> std::path::PathBuf {
+        strata_process::require(program).unwrap_or_else(|_| {
+            panic!("`{program}` not found: install the Debian package {package}")
+        })
+    }
+
+    /// The first word of what `program FILE` prints.
+    fn first_word_of(program: &std::path::Path, file: &Path) -> String {
+        let out = std::process::Command::new(program)
+            .arg(file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{program:?} {file:?}: {out:?}");
+        let out = String::from_utf8(out.stdout).unwrap();
+        out.split_whitespace().next().unwrap().to_string()
+    }
+
+    #[test]
+    fn gzip_file_is_deterministic_and_gzip_restores_it() {
+        let gzip = tool("gzip", "gzip");
+        let sha256sum = tool("sha256sum", "coreutils");
+        let dir = tempfile::tempdir().unwrap();
+        // A disk-like file: data, a hole, data, a hole at the end; more than
+        // one batch of blocks, the last one partial.
+        let disk = dir.path().join("disk.raw");
+        {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::File::create(&disk).unwrap();
+            let data = sample();
+            f.write_all_at(&data, 0).unwrap();
+            f.write_all_at(&data[..1000], 6 * BLOCK as u64 + 17)
+                .unwrap();
+            f.set_len(11 * BLOCK as u64 + 4321).unwrap();
+        }
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        std::fs::create_dir(dir.path().join("other")).unwrap();
+
+        for src in [&disk, &empty] {
+            let a = dir.path().join("a.gz");
+            let b = dir.path().join("other/b.gz");
+            let info = gzip_file(src, &a).unwrap();
+            assert_eq!(gzip_file(src, &b).unwrap(), info);
+            let gz = std::fs::read(&a).unwrap();
+            assert!(gz == std::fs::read(&b).unwrap(), "{src:?}: same bytes");
+            assert_eq!(&gz[..10], &GZIP_HEADER);
+            assert_eq!(info.size, gz.len() as u64);
+            assert_eq!(info.sha256, first_word_of(&sha256sum, &a));
+            assert_eq!(
+                info.uncompressed_size,
+                std::fs::metadata(src).unwrap().len()
+            );
+            assert_eq!(info.uncompressed_sha256, first_word_of(&sha256sum, src));
+
+            let out = std::process::Command::new(&gzip)
+                .arg("-dc")
+                .arg(&a)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "gzip -dc: {out:?}");
+            assert!(
+                out.stdout == std::fs::read(src).unwrap(),
+                "{src:?} restored"
+            );
+        }
+
+        // The bytes are pinned: a change to them (the block size, the
+        // level, a miniz_oxide that deflates differently) changes every
+        // published .gz.
+        let info = gzip_file(&disk, &dir.path().join("disk.raw.gz")).unwrap();
+        assert_eq!(
+            info.sha256,
+            "52c35deb089b768a899cb91ea77f57794c5744e06633cb10ec98a1d563e3ffba"
+        );
+    }
+
+    #[test]
+    fn gzip_file_of_a_missing_file_names_it_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("x.gz");
+        let err = gzip_file(&dir.path().join("missing"), &dest).unwrap_err();
+        assert!(err.to_string().contains("missing"), "{err}");
+        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
     }
 
     #[test]

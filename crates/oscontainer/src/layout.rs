@@ -25,6 +25,8 @@ pub const TAG_ANNOTATION: &str = "org.opencontainers.image.ref.name";
 /// An image resolved in a layout: its manifest and config, both verified.
 #[derive(Debug, Clone)]
 pub(crate) struct ResolvedImage {
+    /// The index's descriptor of the manifest.
+    pub descriptor: Descriptor,
     pub manifest_digest: String,
     pub manifest: ImageManifest,
     pub config: ImageConfiguration,
@@ -121,6 +123,7 @@ impl Layout {
         let config: ImageConfiguration = self.read_json(manifest.config(), "image config")?;
         Ok(ResolvedImage {
             manifest_digest: desc.digest().to_string(),
+            descriptor: desc,
             manifest,
             config,
         })
@@ -575,7 +578,9 @@ pub fn verify(image: &crate::ImageRef) -> Result<String> {
     Ok(resolved.manifest_digest)
 }
 
-fn open_image(image: &crate::ImageRef) -> Result<(Layout, ResolvedImage)> {
+/// The layout of an `oci:` image and the image resolved in it; a
+/// registry image is refused.
+pub(crate) fn open_image(image: &crate::ImageRef) -> Result<(Layout, ResolvedImage)> {
     match image {
         crate::ImageRef::Oci { dir, tag } => {
             let layout = Layout::open(dir)?;
@@ -710,6 +715,17 @@ pub fn prune(oci: &Path) -> Result<Pruned> {
 
 /// Writes index.json atomically with sorted keys (as ocidir does).
 fn write_index(oci: &Path, index: &ImageIndex) -> Result<()> {
+    let data = canonical_json(index, "index.json")?;
+    let tmp = oci.join(".index.json.tmp");
+    std::fs::write(&tmp, data).context_with(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, oci.join("index.json"))
+        .context_with(|| format!("replacing {}/index.json", oci.display()))
+}
+
+/// `value` as compact JSON with every object's keys sorted, whatever the
+/// field order of its type: the bytes of an index depend on its content
+/// only.
+pub(crate) fn canonical_json<T: serde::Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
     fn sorted(v: serde_json::Value) -> serde_json::Value {
         match v {
             serde_json::Value::Object(m) => {
@@ -725,13 +741,8 @@ fn write_index(oci: &Path, index: &ImageIndex) -> Result<()> {
             v => v,
         }
     }
-    let value = serde_json::to_value(index).context_with(|| "serializing index.json".into())?;
-    let data =
-        serde_json::to_vec(&sorted(value)).context_with(|| "serializing index.json".into())?;
-    let tmp = oci.join(".index.json.tmp");
-    std::fs::write(&tmp, data).context_with(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, oci.join("index.json"))
-        .context_with(|| format!("replacing {}/index.json", oci.display()))
+    let value = serde_json::to_value(value).context_with(|| format!("serializing {what}"))?;
+    serde_json::to_vec(&sorted(value)).context_with(|| format!("serializing {what}"))
 }
 
 #[cfg(test)]

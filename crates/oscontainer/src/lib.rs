@@ -21,13 +21,20 @@
 //! - [`labels`]: label names and the validated values read from them
 //!   (`OsName`, `OcpVersion`, `Version`, …): images are untrusted input.
 //! - [`transport`]: image references, push and pull with skopeo.
+//! - [`archive`]: one image of a layout as a deterministic OCI archive
+//!   (`oci-archive:FILE`).
 //! - `layout`: verified reading of OCI layouts; tags and pruning of the
 //!   shared blob store.
 //! - `commit` (private): an ostree commit as plain data.
-//! - `tarball`, `compress` (private): deterministic tar and gzip/zstd.
+//! - `tarball`, `compress` (private): deterministic tar and gzip/zstd;
+//!   [`gzip_file`] compresses a file (a disk) the same way.
+//! - `artifact` (private): files written to a temporary name and renamed,
+//!   hashed as they are written.
 //!
 //! Errors are [`Error`]; nothing here panics on bad input.
 
+pub mod archive;
+mod artifact;
 pub mod chunking;
 mod commit;
 mod compress;
@@ -41,8 +48,9 @@ mod layout;
 mod tarball;
 pub mod transport;
 
+pub use archive::{write_oci_archive, ArchiveInfo, ARCHIVE_REF_NAME};
 pub use chunking::{Component, LayerMap};
-pub use compress::Compression;
+pub use compress::{gzip_file, Compressed, Compression};
 pub use derived::{
     append_layer_committing, append_layers, DeriveOptions, Derived, DerivedLayer, PendingCommit,
 };

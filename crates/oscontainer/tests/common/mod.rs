@@ -578,12 +578,17 @@ pub fn compat_binary() -> &'static Path {
     BIN.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/ostree-ext-compat");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        // Its own target directory, named: a CARGO_TARGET_DIR in the
+        // environment would put the binary elsewhere.
+        let target = root.join("target");
         run(Command::new(cargo)
             .arg("build")
             .arg("--quiet")
             .arg("--manifest-path")
-            .arg(root.join("Cargo.toml")));
-        root.join("target/debug/strata-ostree-ext-compat")
+            .arg(root.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target));
+        target.join("debug/strata-ostree-ext-compat")
     })
 }
 
