@@ -49,8 +49,14 @@ _strata() {
             strata,inspect)
                 cmd="strata__subcmd__inspect"
                 ;;
+            strata,list)
+                cmd="strata__subcmd__list"
+                ;;
             strata,node)
                 cmd="strata__subcmd__node"
+                ;;
+            strata,prune)
+                cmd="strata__subcmd__prune"
                 ;;
             strata,push)
                 cmd="strata__subcmd__push"
@@ -88,8 +94,14 @@ _strata() {
             strata__subcmd__help,inspect)
                 cmd="strata__subcmd__help__subcmd__inspect"
                 ;;
+            strata__subcmd__help,list)
+                cmd="strata__subcmd__help__subcmd__list"
+                ;;
             strata__subcmd__help,node)
                 cmd="strata__subcmd__help__subcmd__node"
+                ;;
+            strata__subcmd__help,prune)
+                cmd="strata__subcmd__help__subcmd__prune"
                 ;;
             strata__subcmd__help,push)
                 cmd="strata__subcmd__help__subcmd__push"
@@ -125,7 +137,7 @@ _strata() {
 
     case "${cmd}" in
         strata)
-            opts="-v -q -h -V --verbose --quiet --log-format --help --version fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help"
+            opts="-v -q -h -V --verbose --quiet --log-format --help --version fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -213,7 +225,7 @@ _strata() {
             return 0
             ;;
         strata__subcmd__compose)
-            opts="-v -q -h --workdir --lockfile --var --push --tls-verify --authfile --json --verbose --quiet --log-format --help"
+            opts="-v -q -h --workdir --lockfile --overrides --var --push --tls-verify --authfile --json --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -224,6 +236,10 @@ _strata() {
                     return 0
                     ;;
                 --lockfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --overrides)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -437,7 +453,7 @@ _strata() {
             return 0
             ;;
         strata__subcmd__help)
-            opts="fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help"
+            opts="fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -604,6 +620,20 @@ _strata() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        strata__subcmd__help__subcmd__list)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         strata__subcmd__help__subcmd__node)
             opts="update rollback"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -646,6 +676,20 @@ _strata() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        strata__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         strata__subcmd__help__subcmd__push)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -676,6 +720,28 @@ _strata() {
                     return 0
                     ;;
                 --authfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        strata__subcmd__list)
+            opts="-v -q -h --workdir --json --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --workdir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -802,6 +868,32 @@ _strata() {
                     return 0
                     ;;
                 --authfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        strata__subcmd__prune)
+            opts="-v -q -h --workdir --keep --dry-run --json --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --workdir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

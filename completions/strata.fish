@@ -40,6 +40,8 @@ complete -c strata -n "__fish_strata_needs_command" -f -a "node" -d 'Update or r
 complete -c strata -n "__fish_strata_needs_command" -f -a "inspect" -d 'Show an image: labels, version, layers with sizes and components, packages'
 complete -c strata -n "__fish_strata_needs_command" -f -a "diff" -d 'Compare two images: packages added, removed, changed; layers shared; download size'
 complete -c strata -n "__fish_strata_needs_command" -f -a "push" -d 'Push an image to a registry (docker://HOST/NAME:TAG) with skopeo'
+complete -c strata -n "__fish_strata_needs_command" -f -a "list" -d 'List a workdir\'s builds per stream (newest first), runs and disk use'
+complete -c strata -n "__fish_strata_needs_command" -f -a "prune" -d 'Remove all but the newest N builds of each stream: records, tags, disks, blobs, ostree objects'
 complete -c strata -n "__fish_strata_needs_command" -f -a "__derive-worker" -d 'Internal: the worker process of `derive` (one release\'s install)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "__disk-worker" -d 'Internal: the worker process of `disk` (the namespaced deployment)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -60,7 +62,8 @@ complete -c strata -n "__fish_strata_using_subcommand demo" -s v -l verbose -d '
 complete -c strata -n "__fish_strata_using_subcommand demo" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand demo" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand compose" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
-complete -c strata -n "__fish_strata_using_subcommand compose" -l lockfile -d 'Compose exactly the packages of this lockfile' -r -F
+complete -c strata -n "__fish_strata_using_subcommand compose" -l lockfile -d 'Compose exactly the packages of this lockfile (strata\'s or rpm-ostree\'s)' -r -F
+complete -c strata -n "__fish_strata_using_subcommand compose" -l overrides -d 'An overrides file (a lockfile, JSON or YAML, such as manifest-lock.overrides.yaml): its packages win over the lockfile\'s by name; without --lockfile, they pin the versions of the packages the manifest installs. Repeatable, later files win' -r -F
 complete -c strata -n "__fish_strata_using_subcommand compose" -l var -d 'Set a manifest variable: `${KEY}` in the manifest becomes VALUE' -r
 complete -c strata -n "__fish_strata_using_subcommand compose" -l push -d 'Push the base image to docker://HOST/NAME:TAG (skipped when the registry already has its digest there)' -r
 complete -c strata -n "__fish_strata_using_subcommand compose" -l tls-verify -d 'Require HTTPS and verify certificates for docker:// references (`--tls-verify=false` for a local registry)' -r -f -a "true\t''
@@ -172,6 +175,22 @@ complete -c strata -n "__fish_strata_using_subcommand push" -l json -d 'Print on
 complete -c strata -n "__fish_strata_using_subcommand push" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand push" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand push" -s h -l help -d 'Print help'
+complete -c strata -n "__fish_strata_using_subcommand list" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
+complete -c strata -n "__fish_strata_using_subcommand list" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
+json\t''"
+complete -c strata -n "__fish_strata_using_subcommand list" -l json -d 'Print one JSON object on stdout'
+complete -c strata -n "__fish_strata_using_subcommand list" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand list" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand list" -s h -l help -d 'Print help'
+complete -c strata -n "__fish_strata_using_subcommand prune" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
+complete -c strata -n "__fish_strata_using_subcommand prune" -l keep -d 'How many builds of each stream (and runs of each pipeline) to keep, newest first; builds a kept run names are kept too' -r
+complete -c strata -n "__fish_strata_using_subcommand prune" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
+json\t''"
+complete -c strata -n "__fish_strata_using_subcommand prune" -l dry-run -d 'Say what would be removed, remove nothing'
+complete -c strata -n "__fish_strata_using_subcommand prune" -l json -d 'Print one JSON object on stdout'
+complete -c strata -n "__fish_strata_using_subcommand prune" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand prune" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand prune" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand __derive-worker" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand __derive-worker" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
@@ -182,18 +201,20 @@ json\t''"
 complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -s h -l help -d 'Print help'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "fixture" -d 'Generate the fixture RPM distribution (offline, signed, bootable)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "demo" -d 'Run the whole pipeline on the fixture distribution (the embedded default)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "compose" -d 'Compose the base image of a base manifest from RHEL-only inputs'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "derive" -d 'Derive one image per OpenShift release manifest from a base image'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "build" -d 'Run a pipeline: compose, derive every release, disks, push, run.json'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "disk" -d 'Build bootable disk images (qcow2, raw, 4K raw) of an image'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "node" -d 'Update or roll back a node\'s disk image offline, as the node would'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "inspect" -d 'Show an image: labels, version, layers with sizes and components, packages'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "diff" -d 'Compare two images: packages added, removed, changed; layers shared; download size'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "push" -d 'Push an image to a registry (docker://HOST/NAME:TAG) with skopeo'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "__derive-worker" -d 'Internal: the worker process of `derive` (one release\'s install)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "__disk-worker" -d 'Internal: the worker process of `disk` (the namespaced deployment)'
-complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push __derive-worker __disk-worker help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "fixture" -d 'Generate the fixture RPM distribution (offline, signed, bootable)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "demo" -d 'Run the whole pipeline on the fixture distribution (the embedded default)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "compose" -d 'Compose the base image of a base manifest from RHEL-only inputs'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "derive" -d 'Derive one image per OpenShift release manifest from a base image'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "build" -d 'Run a pipeline: compose, derive every release, disks, push, run.json'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "disk" -d 'Build bootable disk images (qcow2, raw, 4K raw) of an image'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "node" -d 'Update or roll back a node\'s disk image offline, as the node would'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "inspect" -d 'Show an image: labels, version, layers with sizes and components, packages'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "diff" -d 'Compare two images: packages added, removed, changed; layers shared; download size'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "push" -d 'Push an image to a registry (docker://HOST/NAME:TAG) with skopeo'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "list" -d 'List a workdir\'s builds per stream (newest first), runs and disk use'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "prune" -d 'Remove all but the newest N builds of each stream: records, tags, disks, blobs, ostree objects'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "__derive-worker" -d 'Internal: the worker process of `derive` (one release\'s install)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "__disk-worker" -d 'Internal: the worker process of `disk` (the namespaced deployment)'
+complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c strata -n "__fish_strata_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "update" -d 'Deploy an image into a raw disk image as the node would on update (the image becomes the default, the current deployment the rollback)'
 complete -c strata -n "__fish_strata_using_subcommand help; and __fish_seen_subcommand_from node" -f -a "rollback" -d 'Make the rollback deployment of a raw disk image the default'

@@ -16,6 +16,7 @@ mod compose;
 mod demo;
 mod derive;
 mod disk;
+mod housekeeping;
 mod image;
 mod progress;
 mod transport;
@@ -27,6 +28,7 @@ pub use compose::ComposeArgs;
 pub use demo::{DemoArgs, FixtureArgs};
 pub use derive::{DeriveArgs, DeriveWorkerArgs};
 pub use disk::{DiskArgs, DiskWorkerArgs, NodeArgs, NodeCommand, NodeRollbackArgs, NodeUpdateArgs};
+pub use housekeeping::{ListArgs, PruneArgs};
 pub use image::{DiffArgs, ImageOptions, InspectArgs, PushArgs};
 pub use transport::RegistryArgs;
 
@@ -99,6 +101,10 @@ pub enum Command {
     Diff(DiffArgs),
     /// Push an image to a registry (docker://HOST/NAME:TAG) with skopeo.
     Push(PushArgs),
+    /// List a workdir's builds per stream (newest first), runs and disk use.
+    List(ListArgs),
+    /// Remove all but the newest N builds of each stream: records, tags, disks, blobs, ostree objects.
+    Prune(PruneArgs),
     /// Internal: the worker process of `derive` (one release's install).
     #[command(name = "__derive-worker", hide = true)]
     DeriveWorker(DeriveWorkerArgs),
@@ -203,6 +209,8 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
         Command::Inspect(args) => image::inspect(args),
         Command::Diff(args) => image::diff(args),
         Command::Push(args) => image::push(args),
+        Command::List(args) => housekeeping::list(args),
+        Command::Prune(args) => housekeeping::prune(args),
         Command::DeriveWorker(args) => Ok(strata_derive::worker::main(
             [args.job, args.outcome].into_iter().map(OsString::from),
         )),

@@ -653,6 +653,12 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let inspected = strata_json(&["inspect", &node_413, "--tls-verify=false"]);
     assert_shape(&inspected, "inspect");
     assert_eq!(inspected["digest"], single["digest"]);
+    // From the registry's manifest and config alone: the packages are the
+    // ones the local image's layers give.
+    assert_eq!(inspected["pulled_layers"], false, "{inspected}");
+    let local = strata_json(&["inspect", s(&single["image"])]);
+    assert_eq!(inspected["packages"], local["packages"]);
+    assert!(inspected["packages"].as_array().unwrap().len() > 50);
     // Named by the workdir that derived it, the image shows both commits:
     // its base's (the label) and the one a client builds (derive's).
     let named = strata_json(&[
@@ -812,6 +818,64 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         "the node updated and rolled back at {:?}",
         started.elapsed()
     );
+
+    // 5. Housekeeping: the workdir lists its builds newest first; pruning
+    // to one build per stream removes 4.13's first build (record, tag,
+    // disks, the blobs and objects only it had) and the runs before the
+    // last, keeps what the last run names, and leaves a workdir in which
+    // the pipeline is a no-op.
+    let w0s = w0.to_str().unwrap();
+    let listed = strata_json(&["list", "--workdir", w0s]);
+    let builds_413: Vec<&str> = listed["streams"]["ocp-4.13"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| s(&b["version"]))
+        .collect();
+    assert_eq!(builds_413, [version_b.as_str(), version_a.as_str()]);
+    assert!(
+        listed["disk_usage"]["oci"].as_u64().unwrap() > 0,
+        "{listed}"
+    );
+    let dry = strata_json(&["prune", "--workdir", w0s, "--keep", "1", "--dry-run"]);
+    let a_id = format!("ocp-4.13/{version_a}");
+    assert_eq!(dry["builds"], serde_json::json!([a_id]));
+    assert_eq!(
+        dry["runs"],
+        serde_json::json!(["rhcos-rhel-8.6/1", "rhcos-rhel-8.6/2"])
+    );
+    assert!(Path::new(s(&release(&first, "4.13")["build_dir"])).exists());
+    let pruned = strata_json(&["prune", "--workdir", w0s, "--keep", "1"]);
+    assert_eq!(pruned["builds"], dry["builds"]);
+    assert_eq!(pruned["runs"], dry["runs"]);
+    assert!(pruned["blobs"].as_u64().unwrap() > 0, "{pruned}");
+    assert!(pruned["ostree_objects"].as_u64().unwrap() > 0, "{pruned}");
+    assert!(!Path::new(s(&release(&first, "4.13")["build_dir"])).exists());
+    let repo = format!("--repo={}", w0.join("repo").display());
+    let show = |commit: &str| {
+        Command::new("ostree")
+            .args([repo.as_str(), "show", commit])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(!show(s(&release(&first, "4.13")["ostree_commit"])));
+    assert!(show(s(&u13["ostree_commit"])));
+    assert!(show(s(&u12["ostree_commit"])));
+    let fsck = run_ok(Command::new("ostree").args([repo.as_str(), "fsck"]));
+    assert!(fsck.contains("no errors"), "{fsck}");
+    let after = strata_json(&["list", "--workdir", w0s]);
+    assert_eq!(after["streams"]["ocp-4.13"].as_array().unwrap().len(), 1);
+    assert!(
+        after["streams"]["ocp-4.13"][0]["image_size"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let again = build(&["--var", &registry_var]);
+    assert_eq!(again["changed"], false, "{again:#}");
+    eprintln!("step 5 (prune) done at {:?}", started.elapsed());
 }
 
 /// `strata demo` on a fresh workdir: the demo pipeline's two RHEL lines

@@ -285,10 +285,23 @@ fn layout_filesystems_and_metadata() {
     k4.read_exact_at(&mut sig, 4096).unwrap();
     assert_eq!(&sig, b"EFI PART");
 
-    // Metadata: meta.json images, stream metadata that the format's parser reads.
+    // Metadata: meta.json images (by coreos-assembler's schema rules, the
+    // image as an OCI archive beside the disks), stream metadata that the
+    // format's parser reads.
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(
+        strata_workdir::record::check_cosa_meta(&meta),
+        Vec::<String>::new(),
+        "{meta:#}"
+    );
     assert_eq!(meta["images"]["metal"]["sha256"], metal.sha256.as_str());
+    let archive = &meta["images"]["ostree"];
+    assert_eq!(
+        archive["path"],
+        r.oci_archive.path.file_name().unwrap().to_str().unwrap()
+    );
+    assert!(r.oci_archive.path.is_file());
     // The recorded digest is the file's (hashed partly while it was written).
     for a in &r.artifacts {
         let sum = run(Command::new("sha256sum").arg(&a.path));
@@ -565,19 +578,66 @@ fn content_owned_by_system_users_keeps_its_owner() {
 
     // Another platform, naming another image: the metal disk (which names
     // the local image) is no longer this build's.
+    // Stored as published, under the URL it will be published at.
     let qemu = build(
         &DiskOptions::new(&own, image.as_str(), vec!["qemu".into()], worker())
-            .target_image(Some(TARGET.into())),
+            .target_image(Some(TARGET.into()))
+            .compress(strata_disk::Compress::Gzip)
+            .artifact_url(Some("https://mirror.example/rhcos/".into())),
     )
     .unwrap();
-    let meta: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(qemu.build_dir.join("meta.json")).unwrap()).unwrap();
-    let listed: Vec<&String> = meta["images"].as_object().unwrap().keys().collect();
-    assert_eq!(listed, ["qemu"]);
-    assert_eq!(
-        meta["coreos-assembler.image-config"]["image-reference"],
-        TARGET
+    let gz = &qemu.artifacts[0];
+    assert!(
+        gz.path.to_str().unwrap().ends_with(".x86_64.qcow2.gz"),
+        "{gz:?}"
     );
+    let inside = gz.uncompressed.as_ref().expect("compressed");
+    let sums = run(Command::new("sh").arg("-c").arg(format!(
+        "gzip -dc {0} | sha256sum; gzip -dc {0} | wc -c; sha256sum {0}",
+        gz.path.display()
+    )));
+    let sums: Vec<&str> = sums
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        sums,
+        [
+            inside.sha256.clone(),
+            inside.size.to_string(),
+            gz.sha256.clone()
+        ]
+    );
+    let stream: coreos_stream_metadata::Stream =
+        serde_json::from_slice(&std::fs::read(&qemu.stream_json).unwrap()).unwrap();
+    let disk = &stream.architectures["x86_64"].artifacts["qemu"].formats["qcow2.gz"]["disk"];
+    assert_eq!(
+        disk.location,
+        format!(
+            "https://mirror.example/rhcos/{}/{}/x86_64/{}",
+            qemu.stream,
+            qemu.version,
+            gz.path.file_name().unwrap().to_str().unwrap()
+        )
+    );
+    assert_eq!(
+        disk.uncompressed_sha256.as_deref(),
+        Some(inside.sha256.as_str())
+    );
+    assert!(
+        !qemu.build_dir.join(gz.path.file_stem().unwrap()).exists(),
+        "the uncompressed disk is gone"
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(qemu.build_dir.join("strata.json")).unwrap())
+            .unwrap();
+    let listed: Vec<&String> = meta["disks"]["images"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(listed, ["ostree", "qemu"]);
+    assert_eq!(meta["disks"]["image_reference"], TARGET);
     assert!(!metal.path.exists(), "the metal disk names the old image");
 
     let uid = subid_user();

@@ -291,10 +291,19 @@ pub fn encapsulate(
         let layer = bin_of.get(owner.as_str()).map_or(0, |b| b + 1);
         per_layer[layer].insert(csum);
     }
+    let packages = crate::inspect::packages_in_commit_object(&tree.commit)
+        .map_err(|reason| Error::InvalidOption(format!("commit {}: {reason}", tree.checksum)))?;
     let mut jobs: Vec<Job> = vec![Job {
         kind: JobKind::Commit,
         objects: std::mem::take(&mut per_layer[0]),
         components: Vec::new(),
+        packages: (!packages.is_empty())
+            .then(|| serde_json::to_string(&packages))
+            .transpose()
+            .map_err(|source| Error::Json {
+                context: "the package list".into(),
+                source,
+            })?,
         description: if tree.info.subject.is_empty() {
             format!("ostree export of commit {}", tree.checksum)
         } else {
@@ -319,6 +328,7 @@ pub fn encapsulate(
             description: chunking::describe(&bin.components),
             objects,
             components,
+            packages: None,
         });
     }
 
@@ -406,6 +416,10 @@ pub(crate) struct Job<'t> {
     objects: BTreeSet<&'t str>,
     components: Vec<String>,
     description: String,
+    /// The commit layer's `strata.packages` annotation: every package of
+    /// the commit (JSON), so that a registry image's packages are read
+    /// from its manifest alone.
+    packages: Option<String>,
 }
 
 /// Builds config and manifest around written layers and tags the image.
@@ -431,6 +445,12 @@ pub(crate) fn write_image<'j, 't: 'j>(
             d = d.annotations(HashMap::from([(
                 COMPONENTS_ANNOTATION.to_string(),
                 job.components.join(","),
+            )]));
+        }
+        if let Some(list) = &job.packages {
+            d = d.annotations(HashMap::from([(
+                crate::inspect::PACKAGES_ANNOTATION.to_string(),
+                list.clone(),
             )]));
         }
         let desc = d.build().map_err(oci_err)?;

@@ -7,7 +7,10 @@
 //! `a(sssss)`: name, epoch, version, release, arch; a numeric epoch,
 //! `a(stsss)`, is accepted too), read from the commit
 //! object in the first layer — no repository needed — then updated by the
-//! `strata.packages` annotation (a JSON list) of each derived layer.
+//! `strata.packages` annotation (a JSON list) of each derived layer. strata
+//! puts the commit's whole list on the commit layer's annotation too, so a
+//! registry image strata built is inspected from its manifest and config
+//! alone (`skopeo inspect --raw`, `--config`); others are pulled.
 //!
 //! This module only reads images.
 
@@ -96,10 +99,14 @@ pub struct ImageInfo {
     pub total_size: u64,
     /// Packages, sorted by name and arch.
     pub packages: Vec<Package>,
+    /// Whether a registry image's layers were downloaded to learn its
+    /// packages (only when its manifest's annotations do not list them).
+    pub pulled_layers: bool,
 }
 
-/// Inspects an image; a `docker://` image is pulled to a temporary layout
-/// first.
+/// Inspects an image. A `docker://` image is read from its manifest and
+/// config when they say everything (its packages in annotations), and
+/// pulled to a temporary layout otherwise.
 pub fn inspect(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
     match image {
         ImageRef::Oci { dir, tag } => {
@@ -110,9 +117,18 @@ pub fn inspect(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
             for l in resolved.manifest.layers() {
                 layout.check_blob_size(l)?;
             }
-            info_of(&layout, &resolved, &image.to_string())
+            info_of(&resolved, &image.to_string(), || {
+                commit_packages(&layout, &resolved)
+            })
         }
         ImageRef::Docker { .. } => {
+            let remote = crate::transport::fetch_manifest_and_config(image, opts)?;
+            if listed_in_annotations(&remote) {
+                return info_of(&remote, &image.to_string(), || Ok(Vec::new()));
+            }
+            tracing::info!(
+                "{image}: its packages are not in its manifest's annotations, pulling its layers"
+            );
             let tmp = tempfile::tempdir().map_err(|source| Error::Io {
                 context: "creating a temporary directory".into(),
                 source,
@@ -120,12 +136,30 @@ pub fn inspect(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
             let local = crate::transport::pull(image, tmp.path(), "inspect", opts)?;
             let mut info = inspect(&local, opts)?;
             info.image = image.to_string();
+            info.pulled_layers = true;
             Ok(info)
         }
     }
 }
 
-fn info_of(layout: &Layout, image: &ResolvedImage, name: &str) -> Result<ImageInfo> {
+/// Whether the manifest alone gives the image's packages: an ostree image
+/// whose commit layer lists them (or no ostree image at all).
+fn listed_in_annotations(image: &ResolvedImage) -> bool {
+    split_layers(image, "").is_err()
+        || image.manifest.layers().first().is_some_and(|l| {
+            l.annotations()
+                .as_ref()
+                .is_some_and(|a| a.contains_key(PACKAGES_ANNOTATION))
+        })
+}
+
+/// `commit_packages` gives the commit's package list when the commit
+/// layer's annotation does not.
+fn info_of(
+    image: &ResolvedImage,
+    name: &str,
+    commit_packages: impl FnOnce() -> Result<Vec<Package>>,
+) -> Result<ImageInfo> {
     let labels: BTreeMap<String, String> = labels_of(image).into_iter().collect();
     let split = split_layers(image, name).ok();
     let history: Vec<Option<String>> = image
@@ -173,8 +207,8 @@ fn info_of(layout: &Layout, image: &ResolvedImage, name: &str) -> Result<ImageIn
         .collect();
 
     let mut packages: BTreeMap<(String, String), Package> = BTreeMap::new();
-    if split.is_some() {
-        for p in commit_packages(layout, image)? {
+    if split.is_some() && !listed_in_annotations(image) {
+        for p in commit_packages()? {
             packages.insert((p.name.clone(), p.arch.clone()), p);
         }
     }
@@ -208,6 +242,7 @@ fn info_of(layout: &Layout, image: &ResolvedImage, name: &str) -> Result<ImageIn
         labels,
         layers,
         packages: packages.into_values().collect(),
+        pulled_layers: false,
     })
 }
 
@@ -238,13 +273,18 @@ fn commit_packages(layout: &Layout, image: &ResolvedImage) -> Result<Vec<Package
         entry
             .read_to_end(&mut data)
             .map_err(|e| bad(format!("reading the commit object: {e}")))?;
-        let v = glib::Variant::from_data_with_type(
-            &data,
-            &ostree::metadata_variant_type(ostree::ObjectType::Commit),
-        );
-        return packages_of_commit(&v).map_err(bad);
+        return packages_in_commit_object(&data).map_err(bad);
     }
     Err(bad("no commit object in the first layer".into()))
+}
+
+/// The package list in a serialized commit object's metadata.
+pub(crate) fn packages_in_commit_object(commit: &[u8]) -> Result<Vec<Package>, String> {
+    let v = glib::Variant::from_data_with_type(
+        commit,
+        &ostree::metadata_variant_type(ostree::ObjectType::Commit),
+    );
+    packages_of_commit(&v)
 }
 
 /// The package list in a commit object's metadata (empty if it has none).
@@ -421,6 +461,7 @@ mod tests {
             total_size: layers.iter().map(|l| l.size).sum(),
             layers,
             packages,
+            pulled_layers: false,
         }
     }
 

@@ -593,6 +593,18 @@ pub(crate) fn open_image(image: &crate::ImageRef) -> Result<(Layout, ResolvedIma
     }
 }
 
+/// The bytes an image of a layout stores: its manifest, config and layers
+/// (present at their sizes; nothing is hashed).
+pub fn stored_size(image: &crate::ImageRef) -> Result<u64> {
+    let (layout, resolved) = open_image(image)?;
+    let mut size = resolved.descriptor.size() + resolved.manifest.config().size();
+    for l in resolved.manifest.layers() {
+        layout.check_blob_size(l)?;
+        size += l.size();
+    }
+    Ok(size)
+}
+
 /// The tagged images of the layout `oci`, sorted by tag.
 pub fn list_tags(oci: &Path) -> Result<Vec<TaggedImage>> {
     let layout = Layout::open(oci)?;

@@ -62,7 +62,7 @@ pub use import::{import, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
 pub use labels::{CommitId, KernelVersion, OcpVersion, OsName, Version};
 pub use layout::{
-    check_present, list_tags, prune, prune_abandoned, remove_tag, verify, PendingTag, Pruned,
-    TaggedImage, DEFAULT_MAX_EXPANSION, TAG_ANNOTATION,
+    check_present, list_tags, prune, prune_abandoned, remove_tag, stored_size, verify, PendingTag,
+    Pruned, TaggedImage, DEFAULT_MAX_EXPANSION, TAG_ANNOTATION,
 };
 pub use transport::{pull, push, ImageRef, TransportOptions};

@@ -146,6 +146,106 @@ pub fn copy(src: &ImageRef, dest: &ImageRef, opts: &TransportOptions) -> Result<
     Ok(())
 }
 
+/// `skopeo inspect --raw` of a registry image (`config`: its config
+/// instead): the registry's bytes, as they hash to their digests.
+fn skopeo_raw(reference: &str, config: bool, opts: &TransportOptions) -> Result<Vec<u8>> {
+    let mut cmd = Command::new("skopeo");
+    cmd.arg("inspect")
+        .arg("--raw")
+        .arg(format!("--tls-verify={}", opts.tls_verify));
+    if config {
+        cmd.arg("--config");
+    }
+    if let Some(auth) = &opts.authfile {
+        cmd.arg("--authfile").arg(auth);
+    }
+    cmd.arg(format!("docker://{reference}"));
+    Ok(strata_process::run(&mut cmd)?.stdout)
+}
+
+/// A registry image's manifest and config, without its layers: the
+/// manifest as the registry serves it (for a manifest list, the
+/// linux/amd64 image's), the config checked against the manifest's digest.
+pub(crate) fn fetch_manifest_and_config(
+    image: &ImageRef,
+    opts: &TransportOptions,
+) -> Result<crate::layout::ResolvedImage> {
+    use oci_spec::image::{
+        DescriptorBuilder, ImageConfiguration, ImageIndex, ImageManifest, MediaType,
+    };
+    use sha2::{Digest as _, Sha256};
+    let ImageRef::Docker { reference } = image else {
+        return Err(Error::BadReference {
+            reference: image.to_string(),
+            reason: "not a registry image".into(),
+        });
+    };
+    let json_err = |context: String| move |source| Error::Json { context, source };
+    let mut reference = reference.clone();
+    let mut raw = skopeo_raw(&reference, false, opts)?;
+    let probe: serde_json::Value =
+        serde_json::from_slice(&raw).map_err(json_err(format!("the manifest of {image}")))?;
+    let media = probe["mediaType"].as_str().unwrap_or_default();
+    if media.contains("index") || media.contains("manifest.list") {
+        let index: ImageIndex = serde_json::from_slice(&raw)
+            .map_err(json_err(format!("the manifest list of {image}")))?;
+        let chosen = index
+            .manifests()
+            .iter()
+            .find(|m| {
+                m.platform().as_ref().is_some_and(|p| {
+                    p.architecture().to_string() == "amd64" && p.os().to_string() == "linux"
+                })
+            })
+            .ok_or_else(|| Error::NotOstreeImage {
+                image: image.to_string(),
+                reason: "its manifest list has no linux/amd64 image".into(),
+            })?;
+        let repo = reference
+            .split_once('@')
+            .map(|(r, _)| r.to_string())
+            .unwrap_or_else(|| {
+                // A tag follows the last ':' after the last '/'.
+                let slash = reference.rfind('/').map_or(0, |i| i + 1);
+                match reference[slash..].rfind(':') {
+                    Some(i) => reference[..slash + i].to_string(),
+                    None => reference.clone(),
+                }
+            });
+        reference = format!("{repo}@{}", chosen.digest());
+        raw = skopeo_raw(&reference, false, opts)?;
+    }
+    let manifest_digest = format!("sha256:{}", hex::encode(Sha256::digest(&raw)));
+    let manifest: ImageManifest =
+        serde_json::from_slice(&raw).map_err(json_err(format!("the manifest of {image}")))?;
+    let config_raw = skopeo_raw(&reference, true, opts)?;
+    let found = format!("sha256:{}", hex::encode(Sha256::digest(&config_raw)));
+    if found != manifest.config().digest().to_string() {
+        return Err(Error::DigestMismatch {
+            digest: manifest.config().digest().to_string(),
+            found,
+        });
+    }
+    let config: ImageConfiguration =
+        serde_json::from_slice(&config_raw).map_err(json_err(format!("the config of {image}")))?;
+    let descriptor = DescriptorBuilder::default()
+        .media_type(MediaType::ImageManifest)
+        .digest(
+            manifest_digest
+                .parse::<oci_spec::image::Digest>()
+                .map_err(|e| Error::InvalidOption(format!("digest {manifest_digest}: {e}")))?,
+        )
+        .size(raw.len() as u64)
+        .build()
+        .map_err(crate::encapsulate::oci_err)?;
+    Ok(crate::layout::ResolvedImage {
+        descriptor,
+        manifest_digest,
+        manifest,
+        config,
+    })
+}
+
 /// Pushes an image to a registry; `dest` must be `docker://`.
 pub fn push(src: &ImageRef, dest: &ImageRef, opts: &TransportOptions) -> Result<()> {
     if !matches!(dest, ImageRef::Docker { .. }) {

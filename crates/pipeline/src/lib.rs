@@ -22,6 +22,7 @@
 //! images, commits and disks. The stages hand off only image references.
 
 pub mod disks;
+pub mod housekeeping;
 pub mod record;
 
 use std::collections::BTreeMap;

@@ -59,7 +59,7 @@ pub struct BuildEntry {
 }
 
 /// What a history entry is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EntryKind {
     /// A composed or derived image: `W/builds/<stream>/<version>/x86_64`.
@@ -324,6 +324,45 @@ impl Workdir {
         if entry.kind == EntryKind::Build {
             let timestamp = meta.map(|m| record::rfc3339(m.source_date_epoch as i64));
             self.write_cosa_builds(&entry.stream, &history, timestamp)?;
+        }
+        Ok(())
+    }
+
+    /// Removes `entries` from the history, then rewrites the builds.json
+    /// and `latest` of each stream they were in (removed, with the stream's
+    /// directory when it is empty, once a stream has no build left). Their
+    /// files stay: the caller removes them after this.
+    pub fn forget(&self, entries: &[BuildEntry]) -> Result<()> {
+        let gone = |b: &BuildEntry| {
+            entries
+                .iter()
+                .any(|e| e.kind == b.kind && e.stream == b.stream && e.version == b.version)
+        };
+        let mut history = self.history()?;
+        history.retain(|b| !gone(b));
+        write_atomic(
+            &self.root.join(HISTORY),
+            &pretty(&HistoryFile {
+                builds: history.clone(),
+            })?,
+        )?;
+        let streams: std::collections::BTreeSet<&str> = entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::Build)
+            .map(|e| e.stream.as_str())
+            .collect();
+        for stream in streams {
+            if history
+                .iter()
+                .any(|b| b.kind == EntryKind::Build && b.stream == stream)
+            {
+                self.write_cosa_builds(stream, &history, None)?;
+            } else {
+                let dir = self.builds().join(stream);
+                for f in ["builds.json", "latest"] {
+                    let _ = std::fs::remove_file(dir.join(f));
+                }
+            }
         }
         Ok(())
     }
