@@ -16,11 +16,18 @@ fn main() {
 
     let mut include_paths = Vec::new();
     for lib in ["libdnf", "gobject-2.0", "gio-2.0", "glib-2.0", "rpm"] {
-        let found = pkg_config::Config::new()
-            .print_system_libs(false)
+        let mut config = pkg_config::Config::new();
+        config.print_system_libs(false);
+        // strata-dnf relies on libdnf 0.69's handling of a replaced sack
+        // (`Context::setup_sack` releases the orphaned one): another minor
+        // must be checked before it is accepted.
+        if lib == "libdnf" {
+            config.range_version("0.69".."0.70");
+        }
+        let found = config
             .probe(lib)
             .unwrap_or_else(|e| {
-                panic!("pkg-config could not find {lib} ({e}); install libdnf-dev libglib2.0-dev librepo-dev librpm-dev libsolv-dev")
+                panic!("pkg-config could not find {lib} ({e}); install libdnf-dev (0.69) libglib2.0-dev librepo-dev librpm-dev libsolv-dev")
             });
         include_paths.extend(found.include_paths);
     }

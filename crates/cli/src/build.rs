@@ -47,12 +47,12 @@ pub(crate) fn run(args: BuildArgs) -> Result<ExitCode> {
     let mut opts = options(&args.pipeline, &args.workdir, &args.vars)?
         .push(args.push)
         .transport(args.registry.transport());
-    let spinner = crate::progress::Spinner::on_terminal();
-    if let Some(s) = &spinner {
+    let live = crate::progress::Live::on_terminal();
+    if let Some(s) = &live {
         opts = opts.progress(s.progress());
     }
     let result = strata_pipeline::build(&opts)?;
-    drop(spinner);
+    drop(live);
     if args.json {
         println!("{}", serde_json::to_string(&build_json(&result))?);
     } else {

@@ -178,12 +178,12 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
             format!("fixture_rhel_9_6={}", fixture_9.root.display()),
         ],
     )?;
-    let spinner = crate::progress::Spinner::on_terminal();
-    if let Some(s) = &spinner {
+    let live = crate::progress::Live::on_terminal();
+    if let Some(s) = &live {
         opts = opts.progress(s.progress());
     }
     let result = strata_pipeline::build(&opts)?;
-    drop(spinner);
+    drop(live);
     let bytes = layer_bytes(&result)?;
 
     if args.json {

@@ -126,7 +126,7 @@ fn init_logging(log: &LogArgs) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(progress::LogWriter)
         .with_target(false);
     // A second call (a test driving `run` twice) keeps the first subscriber.
     let _ = match log.log_format {

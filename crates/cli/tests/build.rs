@@ -150,6 +150,7 @@ fn assert_shape(value: &Value, shape: &str) {
 
 /// The fixture, hard-linked into `dir`: its rhocp-4.13 repo will change.
 fn fixture_copy(dir: &Path) -> PathBuf {
+    strata_testdistro::require_root("the pipeline composes and derives images");
     let f = Fixture::for_tests().expect("the fixture distribution");
     let copy = dir.join("fixture");
     let status = Command::new("cp")
@@ -203,6 +204,34 @@ fn rebuild_kubelet_413(fixture: &Path) {
 
 fn s(v: &Value) -> &str {
     v.as_str().unwrap_or_else(|| panic!("not a string: {v}"))
+}
+
+/// Runs strata on a pseudo-terminal (util-linux's `script`) of 200 columns
+/// and 400 rows, and returns the screen as a terminal shows it at the end.
+fn on_terminal(args: &[&str]) -> String {
+    let mut command = format!(
+        "stty cols 200 rows 400; exec {}",
+        shlex::try_quote(env!("CARGO_BIN_EXE_strata")).unwrap()
+    );
+    for a in args {
+        command.push(' ');
+        command.push_str(&shlex::try_quote(a).unwrap());
+    }
+    let out = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env("TERM", "xterm-256color")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (Debian package bsdutils)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut parser = vt100::Parser::new(400, 200, 0);
+    // A pseudo-terminal turns each \n into \r\n already.
+    parser.process(&out.stdout);
+    parser.screen().contents()
 }
 
 /// strata's record of a build.
@@ -547,6 +576,43 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     }
     assert_eq!(std::fs::read(w0.join("history.json")).unwrap(), history);
     assert_eq!(listing(&w0.join("builds")), files, "no file written");
+    // On a terminal: the live region is gone when the command ends, and
+    // the log lines and each stage's line stand on lines of their own
+    // (none written through a spinner's line).
+    let screen = on_terminal(&[
+        "build",
+        pipeline.to_str().unwrap(),
+        "--workdir",
+        w0.to_str().unwrap(),
+        "--var",
+        &fixture_var,
+    ]);
+    let lines: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
+    let spinner = |l: &str| l.chars().any(|c| ('\u{2800}'..='\u{28ff}').contains(&c));
+    assert!(!lines.iter().any(|l| spinner(l)), "{screen}");
+    for stage in [
+        "compose rhel-8.6.yaml",
+        "derive ocp-4.12.yaml",
+        "derive ocp-4.13.yaml",
+        "disk ocp-4.13",
+        "record rhcos-rhel-8.6",
+    ] {
+        let done: Vec<&&str> = lines.iter().filter(|l| l.contains(stage)).collect();
+        assert!(
+            done.iter()
+                .any(|l| l.starts_with(&format!("= {stage} (unchanged) in "))),
+            "{stage}: {screen}"
+        );
+    }
+    let logs = lines.iter().filter(|l| l.contains(" INFO ")).count();
+    assert!(logs > 0, "{screen}");
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains(" INFO "))
+            .all(|l| !l.starts_with('=') && !l.starts_with('✔')),
+        "{screen}"
+    );
     eprintln!("step 2 (no-op) done at {:?}", started.elapsed());
 
     // 3. Three machines that share only a registry.

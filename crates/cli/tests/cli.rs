@@ -53,6 +53,7 @@ fn usage_errors_exit_2() {
 /// level; a command that fails before doing anything leaves no workdir.
 #[test]
 fn log_flags_set_level_and_format() {
+    strata_testdistro::require_root("strata composes and derives here");
     let f = Fixture::for_tests().unwrap();
     let fixture = |extra: &[&str]| {
         let out = strata()
@@ -211,6 +212,7 @@ fn assert_nothing_recorded(w: &Path, marker: &str) {
 /// leaves no staging and no unreferenced blob.
 #[test]
 fn killed_compose_leaves_the_workdir_as_it_was() {
+    strata_testdistro::require_root("strata composes and derives here");
     let f = Fixture::for_tests().unwrap();
     let d = tempfile::tempdir().unwrap();
     let w = d.path().join("w");
@@ -350,6 +352,7 @@ fn workdir_state(w: &Path) -> (String, Vec<String>, String, Vec<String>) {
 /// runs succeed and leave no staging behind.
 #[test]
 fn killed_derive_and_disk_leave_the_workdir_as_it_was() {
+    strata_testdistro::require_root("strata composes and derives here");
     let f = Fixture::for_tests().unwrap();
     let d = tempfile::tempdir().unwrap();
     let w = d.path().join("w");

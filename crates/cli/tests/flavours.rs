@@ -15,16 +15,7 @@ use strata_testdistro::spec::{FileSpec, PkgSpec};
 use strata_testdistro::{Fixture, Flavour, Signing};
 
 fn require_root() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let uid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().next().map(str::to_string));
-    assert_eq!(
-        uid.as_deref(),
-        Some("0"),
-        "these tests compose images and need root"
-    );
+    strata_testdistro::require_root("these tests compose and derive images");
 }
 
 fn demo(name: &str) -> PathBuf {

@@ -229,8 +229,8 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     }
     let pinned: BTreeMap<String, String> = overrides
         .packages
-        .iter()
-        .filter_map(|(name, _)| {
+        .keys()
+        .filter_map(|name| {
             let p = packages.iter().find(|p| &p.name == name)?;
             Some((name.clone(), p.nevra.clone()))
         })

@@ -86,8 +86,8 @@ impl Lockfile {
             serde_json::from_str(&text)
                 .with_context(|| format!("parsing the lockfile {}", path.display()))?
         } else {
-            serde_yaml::from_str(&text)
-                .with_context(|| format!("parsing the lockfile {}", path.display()))?
+            strata_manifest::parse_yaml(&text)
+                .map_err(|e| anyhow::anyhow!("parsing the lockfile {}: {e}", path.display()))?
         };
         for (name, p) in &lock.packages {
             if p.evra.is_some() == p.evr.is_some() {

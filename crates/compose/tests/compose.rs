@@ -19,6 +19,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn fixture() -> Fixture {
+    strata_testdistro::require_root("compose installs RPMs with chrooted scriptlets");
     Fixture::for_tests().expect("generating the fixture distribution")
 }
 

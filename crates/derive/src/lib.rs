@@ -36,7 +36,7 @@ use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
 use strata_manifest::{ReleaseManifest, UtcDateTime, Vars, VersionParts};
 use strata_oscontainer::{ImageRef, TransportOptions};
 use strata_rootfs::{files, policy};
-use strata_workdir::record::{DerivedMeta, Source};
+use strata_workdir::record::{nevra_name, DerivedMeta, Source};
 use strata_workdir::{BuildEntry, BuildMeta, EntryKind, Workdir};
 
 pub use base::Base;
@@ -522,10 +522,10 @@ fn check_base_locked(
         .flat_map(|p| p.split_whitespace())
         .collect();
     for old in removed {
-        let replacement = packages.iter().find(|p| name_of(old) == p.name);
+        let replacement = packages.iter().find(|p| nevra_name(old) == p.name);
         let name = replacement
             .map(|p| p.name.clone())
-            .unwrap_or_else(|| name_of(old).to_string());
+            .unwrap_or_else(|| nevra_name(old).to_string());
         if m.allow_base_upgrade.contains(&name) {
             allowed.push(format!(
                 "{old} -> {}",
@@ -608,11 +608,6 @@ fn dependency_text(d: &rpm::Dependency) -> String {
         _ => "=",
     };
     format!("{} {op} {}", d.name, d.version)
-}
-
-/// `name-version-release.arch` → `name`.
-fn name_of(nevra: &str) -> &str {
-    nevra.rsplitn(3, '-').nth(2).unwrap_or(nevra)
 }
 
 /// sha256 over the base image and commit, the flattened manifest and its

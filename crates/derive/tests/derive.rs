@@ -17,6 +17,7 @@ use strata_testdistro::spec::{FileSpec, PkgSpec};
 use strata_testdistro::Fixture;
 
 fn fixture() -> Fixture {
+    strata_testdistro::require_root("derive mounts an overlay and installs RPMs in a chroot");
     Fixture::for_tests().expect("generating the fixture distribution")
 }
 

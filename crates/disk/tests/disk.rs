@@ -39,6 +39,9 @@ fn workdir() -> &'static (PathBuf, String, String) {
         std::fs::create_dir_all(&dir).unwrap();
         let lock = std::fs::File::create(dir.join(".lock")).unwrap();
         lock.lock().unwrap();
+        strata_testdistro::require_root(
+            "the base image is composed (RPM scriptlets in a chroot) and the disks built as root and as other users",
+        );
         let fixture = strata_testdistro::Fixture::for_tests().expect("fixture");
         let vars = strata_manifest::Vars::from_assignments([format!(
             "fixture={}",

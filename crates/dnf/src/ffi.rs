@@ -299,17 +299,21 @@ impl Context {
 
     /// Builds a fresh sack (repo metadata plus, unless `skip_rpmdb`, the
     /// rpmdb of the install root) and a fresh goal.
-    pub(crate) fn setup_sack(&self, skip_rpmdb: bool) -> Result<(), Error> {
+    ///
+    /// `&mut self`: the previous sack is released here, so nothing that
+    /// borrows it ([`Sack`], [`Goal`], [`PackageList`], all tied to a
+    /// shared borrow of the context) can outlive the call.
+    pub(crate) fn setup_sack(&mut self, skip_rpmdb: bool) -> Result<(), Error> {
         let flags = if skip_rpmdb {
             sys::DNF_CONTEXT_SETUP_SACK_FLAG_SKIP_RPMDB
         } else {
             sys::DNF_CONTEXT_SETUP_SACK_FLAG_NONE
         };
         // SAFETY: valid context. libdnf 0.69 overwrites its sack pointer
-        // without releasing the previous sack; we drop that orphaned
-        // reference ourselves once the new sack exists. Nothing of ours still
-        // points into the old sack: packages and transactions borrow the
-        // context mutably and are gone before the next setup.
+        // without releasing the previous sack (build.rs accepts 0.69 only);
+        // we drop that orphaned reference ourselves once the new sack
+        // exists. Nothing of ours still points into the old sack: `&mut
+        // self` ends every borrow of it.
         unsafe {
             let old = sys::dnf_context_get_sack(self.ptr());
             let state = State::new()?;
@@ -326,8 +330,8 @@ impl Context {
 
     pub(crate) fn sack(&self) -> Sack<'_> {
         // SAFETY: borrowed pointer, valid while the context lives and until
-        // the next setup_sack (which needs `&self` too but is only called
-        // from `&mut Dnf`).
+        // the next setup_sack, which takes `&mut self` and so cannot run
+        // while this borrow lives.
         Sack {
             ptr: unsafe { sys::dnf_context_get_sack(self.ptr()) },
             _ctx: PhantomData,
@@ -424,7 +428,13 @@ impl Sack<'_> {
         path: &Path,
     ) -> Result<Object<sys::DnfPackage>, Error> {
         let c = path_cstring(path, "local rpm path")?;
-        // SAFETY: returns a new reference or NULL when unreadable.
+        if self.ptr.is_null() {
+            return Err(Error::BadLocalRpm {
+                path: path.to_path_buf(),
+            });
+        }
+        // SAFETY: a live sack (checked non-null); returns a new reference or
+        // NULL when the file is unreadable.
         unsafe { Object::from_full(sys::dnf_sack_add_cmdline_package(self.ptr, c.as_ptr())) }
             .ok_or_else(|| Error::BadLocalRpm {
                 path: path.to_path_buf(),
@@ -516,9 +526,13 @@ impl PackageList<'_> {
         self.arr.map_or(0, |a| unsafe { a.as_ref().len as usize })
     }
 
+    /// Package `i`; panics (never reads past the array) when `i` is not
+    /// below [`PackageList::len`].
     fn get(&self, i: usize) -> *mut sys::DnfPackage {
-        let a = self.arr.expect("index into empty package list");
-        // SAFETY: callers stay below len().
+        let len = self.len();
+        assert!(i < len, "package index {i} out of {len}");
+        let a = self.arr.expect("a non-empty list has an array");
+        // SAFETY: `i < len`, checked above.
         unsafe { *a.as_ref().pdata.add(i) as *mut sys::DnfPackage }
     }
 

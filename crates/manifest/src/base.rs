@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::content::{self, AddFile, Initramfs, PartialAddFile, PartialInitramfs};
-use crate::document::{self, Cx, Document, Loaded, Partial};
+use crate::cx::Cx;
+use crate::document::{self, Document, Loaded, Partial};
 use crate::error::ManifestError;
 use crate::merge::merge_fields;
 use crate::policy::{InputPolicy, PartialInputs};

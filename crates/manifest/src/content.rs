@@ -14,11 +14,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::document::{Cx, EDITION};
+use crate::cx::Cx;
+use crate::document::EDITION;
 use crate::error::ManifestError;
 use crate::merge::merge_fields;
 use crate::policy::{Fingerprint, InputPolicy, KeyEntry, KeyRef, PartialInputs};
-use crate::repo::{has_scheme, Repo};
+use crate::repo::Repo;
+use crate::source::has_scheme;
 use crate::spanned::{At, Spanned, Str};
 
 /// A file copied into the tree.

@@ -16,13 +16,14 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
+use crate::cx::{subst, Cx, Sources};
 use crate::error::{FileRole, Location, ManifestError, Position};
 use crate::merge::Merge;
 use crate::repo::{self, PartialRepo};
 use crate::repofile;
 use crate::source::{normalize, resolve, FileSource, FileTable, InputFile, InputKind, LoadedFile};
 use crate::spanned::{check_limits, from_yaml, locate, yaml_error, At, Spanned, Str};
-use crate::vars::{check_name, substitute, Dnf, Scope, SubstError, SubstErrorKind, Vars};
+use crate::vars::{check_name, Dnf, Scope, Vars};
 
 /// How deeply includes may nest before the loader gives up (a guard against
 /// cycles that lexical path comparison cannot see, through symlinks).
@@ -57,14 +58,6 @@ pub struct Loaded<T> {
     /// In the order first read, each path once: the manifest, its includes,
     /// `.repo` files, add-files sources.
     pub files: Vec<InputFile>,
-}
-
-/// Whether `finish` reads add-files sources (to check and hash them).
-#[derive(Clone, Copy)]
-enum Sources<'a> {
-    Read(&'a dyn FileSource),
-    /// `parse`: resolve paths, read nothing.
-    Unchecked,
 }
 
 /// The source `parse` uses: the one text it was given, nothing else.
@@ -359,123 +352,6 @@ fn utf8(bytes: Vec<u8>, display: &Path) -> Result<String, ManifestError> {
             message: "not UTF-8 text".to_string(),
         }
     })
-}
-
-/// Substitutes variables in `s`, locating a failure at the offending `${…}`.
-fn subst(files: &FileTable, scope: &Scope, s: &Str, dnf: Dnf<'_>) -> Result<String, ManifestError> {
-    substitute(&s.value, scope, dnf).map_err(|e: SubstError| {
-        let location = files.location_of(s.at, &e.needle, e.nth);
-        match e.kind {
-            SubstErrorKind::Unknown(name) => ManifestError::UnknownVariable {
-                location,
-                name,
-                known: scope.names(),
-            },
-            SubstErrorKind::Unset(name) => ManifestError::UnsetVariable { location, name },
-            SubstErrorKind::Syntax(reason) => ManifestError::VariableSyntax { location, reason },
-        }
-    })
-}
-
-/// What `finish` validates with: locations, variables, and (for `load`)
-/// access to add-files sources.
-pub(crate) struct Cx<'a> {
-    files: &'a FileTable,
-    scope: &'a Scope,
-    sources: Sources<'a>,
-    inputs: Vec<InputFile>,
-}
-
-impl Cx<'_> {
-    pub(crate) fn loc(&self, at: At) -> Location {
-        self.files.location(at)
-    }
-
-    /// Where `word` stands (as a whole word) inside the value recorded as `at`.
-    pub(crate) fn loc_word(&self, at: At, word: &str) -> Location {
-        self.files.location_of_word(at, word)
-    }
-
-    pub(crate) fn invalid(&self, at: At, field: &str, reason: impl Into<String>) -> ManifestError {
-        ManifestError::InvalidValue {
-            location: self.loc(at),
-            field: field.to_string(),
-            reason: reason.into(),
-        }
-    }
-
-    /// The value with `${…}` substituted.
-    pub(crate) fn subst(&self, s: &Str, dnf: Dnf<'_>) -> Result<String, ManifestError> {
-        subst(self.files, self.scope, s, dnf)
-    }
-
-    /// The variables in force that have a value.
-    pub(crate) fn variables(&self) -> BTreeMap<String, String> {
-        self.scope.values()
-    }
-
-    /// [`Cx::subst`] outside repo fields.
-    pub(crate) fn text(&self, s: &Str) -> Result<String, ManifestError> {
-        self.subst(s, Dnf::Off)
-    }
-
-    /// A required top-level field: reported against the root manifest.
-    pub(crate) fn required<T>(&self, value: Option<T>, field: &str) -> Result<T, ManifestError> {
-        value.ok_or_else(|| ManifestError::MissingField {
-            location: self.files.root(),
-            field: field.to_string(),
-        })
-    }
-
-    /// A required key of a nested mapping that starts at `within`.
-    pub(crate) fn required_in<T>(
-        &self,
-        value: Option<T>,
-        within: At,
-        field: &str,
-    ) -> Result<T, ManifestError> {
-        value.ok_or_else(|| ManifestError::MissingField {
-            location: self.loc(within),
-            field: field.to_string(),
-        })
-    }
-
-    /// The file a value was written in.
-    fn defined_in(&self, at: At) -> &Path {
-        match at.file() {
-            Some(id) => &self.files.get(id).path,
-            None => Path::new(""),
-        }
-    }
-
-    /// A path written in the file of `at`, resolved against that file.
-    pub(crate) fn path(&self, at: At, value: &str) -> PathBuf {
-        resolve(self.defined_in(at), value)
-    }
-
-    /// A path or URL written in the file of `at`, as a URL.
-    pub(crate) fn file_url(&self, at: At, value: &str) -> String {
-        repo::path_to_url(self.defined_in(at), value)
-    }
-
-    /// Checks that an add-files source exists, and records it as an input.
-    /// Does nothing under `parse`.
-    pub(crate) fn read_source(&mut self, at: At, path: &Path) -> Result<(), ManifestError> {
-        let Sources::Read(source) = self.sources else {
-            return Ok(());
-        };
-        let content = source.read(path).map_err(|e| ManifestError::MissingFile {
-            location: self.loc(at),
-            role: FileRole::AddFilesSource,
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-        if !self.inputs.iter().any(|i| i.path == path) {
-            self.inputs
-                .push(InputFile::new(path, InputKind::AddFilesSource, &content));
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]

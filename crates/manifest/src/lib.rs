@@ -31,6 +31,7 @@
 mod base;
 mod canonical;
 mod content;
+mod cx;
 mod document;
 mod error;
 mod merge;
@@ -53,5 +54,6 @@ pub use policy::{Fingerprint, InputPolicy, KeyRef};
 pub use release::ReleaseManifest;
 pub use repo::Repo;
 pub use source::{FileSource, Filesystem, InputFile, InputKind, MemoryFiles};
+pub use spanned::parse_yaml;
 pub use vars::{Vars, BASEARCH};
 pub use version::{OcpRelease, UtcDateTime, VersionParts, VersionPrefix, VersionTemplate};

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::content;
-use crate::document::{self, Cx, Document, Loaded, Partial};
+use crate::cx::Cx;
+use crate::document::{self, Document, Loaded, Partial};
 use crate::error::ManifestError;
 use crate::merge::merge_fields;
 use crate::source::FileSource;

@@ -11,7 +11,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::content::{self, AddFile, PartialAddFile};
-use crate::document::{self, Cx, Document, Loaded, Partial};
+use crate::cx::Cx;
+use crate::document::{self, Document, Loaded, Partial};
 use crate::error::ManifestError;
 use crate::merge::merge_fields;
 use crate::policy::{InputPolicy, PartialInputs};

@@ -11,11 +11,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::document::Cx;
+use crate::cx::Cx;
 use crate::error::{Location, ManifestError, Position};
 use crate::merge::merge_fields;
 use crate::repofile::Section;
-use crate::source::resolve;
+use crate::source::has_scheme;
 use crate::spanned::{At, FileId, OneOrMany, Spanned, Str};
 use crate::vars::Dnf;
 
@@ -311,15 +311,6 @@ fn check_repo_id(id: &str) -> Result<(), String> {
     }
 }
 
-/// `scheme://…`, as dnf needs for a baseurl.
-pub(crate) fn has_scheme(url: &str) -> bool {
-    url.split_once("://").is_some_and(|(scheme, _)| {
-        let mut chars = scheme.chars();
-        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
-            && chars.all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
-    })
-}
-
 fn check_url(url: &str) -> Result<(), String> {
     if has_scheme(url) {
         Ok(())
@@ -327,14 +318,5 @@ fn check_url(url: &str) -> Result<(), String> {
         Err(format!(
             "`{url}` is not a URL (write file:///path for a local repo)"
         ))
-    }
-}
-
-/// The `file://` URL of a path named in the file `defined_in`.
-pub(crate) fn path_to_url(defined_in: &Path, value: &str) -> String {
-    if has_scheme(value) {
-        value.to_string()
-    } else {
-        format!("file://{}", resolve(defined_in, value).display())
     }
 }

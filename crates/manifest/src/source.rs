@@ -260,6 +260,24 @@ fn position_of(text: &str, offset: usize) -> Position {
     Position::new(line, before[line_start..].chars().count() + 1)
 }
 
+/// `scheme://…`, as dnf needs for a baseurl.
+pub(crate) fn has_scheme(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        let mut chars = scheme.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+            && chars.all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+    })
+}
+
+/// The `file://` URL of a path named in the file `defined_in`.
+pub(crate) fn path_to_url(defined_in: &Path, value: &str) -> String {
+    if has_scheme(value) {
+        value.to_string()
+    } else {
+        format!("file://{}", resolve(defined_in, value).display())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

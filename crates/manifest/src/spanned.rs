@@ -207,6 +207,14 @@ pub(crate) fn from_yaml<T: DeserializeOwned>(
     serde_yaml::from_str(text)
 }
 
+/// Parses a YAML document that is not a manifest (an rpm-ostree overrides
+/// file, say) into `T`: the project's one YAML parser is reached through
+/// this crate, so that replacing it is a change here only. The error
+/// names line and column.
+pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    serde_yaml::from_str(text).map_err(|e| e.to_string())
+}
+
 /// Finds the position of the `ordinal`-th spanned value of `text`, which
 /// must be the same text, deserialized as the same type, as when it was
 /// recorded.

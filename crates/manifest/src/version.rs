@@ -28,24 +28,21 @@ pub struct UtcDateTime {
 impl UtcDateTime {
     /// The date and time `secs` seconds after 1970-01-01T00:00:00Z.
     pub fn from_unix_seconds(secs: i64) -> Self {
-        let days = secs.div_euclid(86_400);
-        let rem = secs.rem_euclid(86_400);
-        let (year, month, day) = civil_from_days(days);
+        use chrono::{Datelike, Timelike};
+        let t = chrono::DateTime::from_timestamp(secs, 0).unwrap_or_default();
         UtcDateTime {
-            year,
-            month,
-            day,
-            hour: (rem / 3600) as u8,
-            minute: (rem % 3600 / 60) as u8,
-            second: (rem % 60) as u8,
+            year: t.year(),
+            month: t.month() as u8,
+            day: t.day() as u8,
+            hour: t.hour() as u8,
+            minute: t.minute() as u8,
+            second: t.second() as u8,
         }
     }
 
     /// A date and time from fields; `None` unless it exists in the calendar.
     pub fn new(year: i32, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> Option<Self> {
-        let valid = (1..=12).contains(&month)
-            && day >= 1
-            && day <= days_in_month(year, month)
+        let valid = chrono::NaiveDate::from_ymd_opt(year, month.into(), day.into()).is_some()
             && hour < 24
             && minute < 60
             && second < 60;
@@ -88,10 +85,10 @@ impl UtcDateTime {
 
     /// Seconds since the Unix epoch.
     pub fn unix_seconds(&self) -> i64 {
-        days_from_civil(self.year, self.month, self.day) * 86_400
-            + i64::from(self.hour) * 3600
-            + i64::from(self.minute) * 60
-            + i64::from(self.second)
+        chrono::NaiveDate::from_ymd_opt(self.year, self.month.into(), self.day.into())
+            .and_then(|d| d.and_hms_opt(self.hour.into(), self.minute.into(), self.second.into()))
+            .map(|t| t.and_utc().timestamp())
+            .expect("a UtcDateTime is a valid date")
     }
 
     fn render(&self, items: &[DateItem], out: &mut String) {
@@ -118,44 +115,6 @@ impl fmt::Display for UtcDateTime {
             self.year, self.month, self.day, self.hour, self.minute, self.second
         )
     }
-}
-
-fn is_leap(year: i32) -> bool {
-    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-}
-
-fn days_in_month(year: i32, month: u8) -> u8 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Howard Hinnant's `civil_from_days`.
-fn civil_from_days(days: i64) -> (i32, u8, u8) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u8;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year as i32, month, day)
-}
-
-/// Howard Hinnant's `days_from_civil`.
-fn days_from_civil(year: i32, month: u8, day: u8) -> i64 {
-    let y = i64::from(year) - i64::from(month <= 2);
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

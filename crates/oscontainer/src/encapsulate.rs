@@ -774,63 +774,18 @@ impl LayerContent<'_> {
 
 /// RFC 3339 UTC timestamp (`1970-01-01T00:00:00Z`) of a Unix time.
 pub(crate) fn rfc3339(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| format!("@{secs}"))
 }
 
 /// Unix time of an RFC 3339 timestamp as [`rfc3339`] and most tools write it
 /// (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
 pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &s[19..];
-    if let Some(frac) = rest.strip_prefix('.') {
-        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-        rest = &frac[n..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ if rest.len() == 6 => {
-            let sign = match &rest[..1] {
-                "+" => 1,
-                "-" => -1,
-                _ => return None,
-            };
-            sign * (rest[1..3].parse::<i64>().ok()? * 3600 + rest[4..6].parse::<i64>().ok()? * 60)
-        }
-        _ => return None,
-    };
-    // Days-from-civil.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86400 + hh * 3600 + mm * 60 + ss - offset).ok()
+    let t = chrono::DateTime::parse_from_rfc3339(s).ok()?;
+    u64::try_from(t.timestamp()).ok()
 }
 
 #[cfg(test)]

@@ -49,7 +49,9 @@ pub use strata_derive::WorkerCommand as Worker;
 pub struct Event {
     /// `compose`, `derive`, `disk`, `push` or `record`.
     pub stage: &'static str,
-    /// What the stage works on: a stream (`ocp-4.13`) or a destination.
+    /// What the stage works on: a manifest (`ocp-4.13.yaml`), a stream
+    /// (`ocp-4.13`) or a destination; a stage's `Done` names what its
+    /// `Started` named.
     pub subject: String,
     pub state: State,
 }
@@ -232,11 +234,8 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
     // base stops the run before any release is derived.
     let mut bases: Vec<ImageResult> = Vec::new();
     for stage in &pipeline.bases {
-        opts.event(
-            "compose",
-            &format!("base {}", stage_name(stage)),
-            State::Started,
-        );
+        let subject = stage_name(stage);
+        opts.event("compose", &subject, State::Started);
         let composed = strata_compose::compose(
             &strata_compose::ComposeOptions::new(&stage.manifest, &opts.workdir)
                 .vars(pipeline.line_vars(stage)?)
@@ -245,7 +244,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         .with_context(|| format!("composing {}", stage.manifest.display()))?;
         opts.event(
             "compose",
-            &composed.stream,
+            &subject,
             State::Done {
                 changed: composed.changed,
             },
@@ -276,12 +275,10 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             .iter()
             .map(|&i| pipeline.releases[i].manifest.clone())
             .collect();
-        let subject = mine
-            .iter()
-            .map(|&i| stage_name(&pipeline.releases[i]))
-            .collect::<Vec<_>>()
-            .join(", ");
-        opts.event("derive", &subject, State::Started);
+        // One line per release: they install side by side.
+        for &i in &mine {
+            opts.event("derive", &stage_name(&pipeline.releases[i]), State::Started);
+        }
         let derived = strata_derive::derive(
             &strata_derive::DeriveOptions::new(
                 &opts.workdir,
@@ -301,7 +298,11 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
             );
         }
         for (d, &i) in derived.iter().zip(&mine) {
-            opts.event("derive", &d.stream, State::Done { changed: d.changed });
+            opts.event(
+                "derive",
+                &stage_name(&pipeline.releases[i]),
+                State::Done { changed: d.changed },
+            );
             derived_at[i] = Some(ReleaseResult {
                 release: d.release.clone(),
                 base_stream: base.stream.clone(),
@@ -363,7 +364,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
     let run = record::write(&opts.workdir, &pipeline.name, &bases, &releases)?;
     opts.event(
         "record",
-        &run.id,
+        &pipeline.name,
         State::Done {
             changed: run.changed,
         },

@@ -78,9 +78,12 @@ pub struct ImageEntry {
     pub bootimages_configmap: Option<String>,
 }
 
+/// A file of a run's directory: name and content.
+type RunFile = (String, Vec<u8>);
+
 /// A release's files for the installer: its stream metadata and the
 /// ConfigMap, named by the installer's stream name.
-fn installer_files(image: &ImageResult) -> Result<Option<[(String, Vec<u8>); 2]>> {
+fn installer_files(image: &ImageResult) -> Result<Option<[RunFile; 2]>> {
     let Some(d) = &image.disks else {
         return Ok(None);
     };
@@ -195,7 +198,7 @@ fn run_and_files(
     name: &str,
     bases: &[ImageResult],
     releases: &[ReleaseResult],
-) -> Result<(RunJson, Vec<(String, Vec<u8>)>)> {
+) -> Result<(RunJson, Vec<RunFile>)> {
     let mut files = Vec::new();
     let mut entries = BTreeMap::new();
     for r in releases {

@@ -22,6 +22,23 @@
 //! - `repo`: repository layout, createrepo_c, `.repo` files.
 //! - `synth`: deterministic synthetic file content.
 
+/// Fails the calling test unless it runs as root, saying why it needs root
+/// (`why`): tests that install RPMs (chrooted scriptlets, device nodes) or
+/// compose images call it first, so that an ordinary user sees the reason
+/// instead of a failure deep inside rpm.
+pub fn require_root(why: &str) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1).map(str::to_string));
+    assert_eq!(
+        uid.as_deref(),
+        Some("0"),
+        "this test needs root: {why} (run `make test` as root)"
+    );
+}
+
 pub mod boot;
 mod debian;
 mod distro;

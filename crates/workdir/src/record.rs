@@ -458,24 +458,9 @@ fn rpmvercmp(a: &str, b: &str) -> std::cmp::Ordering {
 
 /// `seconds` since the epoch as RFC 3339 (`YYYY-MM-DDThh:mm:ssZ`).
 pub fn rfc3339(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
-    let rem = seconds.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| format!("@{seconds}"))
 }
 
 /// coreos-assembler's meta.json (its `src/v1.json`): only keys the schema

@@ -78,16 +78,7 @@ fn require_tool(tool: &str, package: &str) {
 }
 
 pub fn require_root() {
-    // SAFETY-free check: `id -u` avoids unsafe libc calls in tests.
-    let out = Command::new("id")
-        .arg("-u")
-        .output()
-        .expect("running id -u");
-    let uid = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert_eq!(
-        uid, "0",
-        "these tests install RPMs with chrooted scriptlets and must run as root"
-    );
+    strata_testdistro::require_root("these tests install RPMs with chrooted scriptlets");
 }
 
 struct Key {
