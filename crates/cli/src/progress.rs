@@ -68,7 +68,9 @@ impl Live {
                     } else {
                         format!("= {} {} (unchanged){took}", e.stage, e.subject)
                     };
-                    let _ = multi.println(line);
+                    // Through the same path as log lines: above the
+                    // region, on a line of its own.
+                    multi.suspend(|| eprintln!("{line}"));
                 }
             }
         })

@@ -58,6 +58,13 @@ pub struct BuildEntry {
     pub image_tag: Option<String>,
 }
 
+impl BuildEntry {
+    /// Whether `other` is the same build (or run): kind, stream, version.
+    pub fn same_build(&self, other: &BuildEntry) -> bool {
+        self.kind == other.kind && self.stream == other.stream && self.version == other.version
+    }
+}
+
 /// What a history entry is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -311,16 +318,9 @@ impl Workdir {
             self.write_meta(meta)?;
         }
         let mut history = self.history()?;
-        history.retain(|b| {
-            !(b.kind == entry.kind && b.stream == entry.stream && b.version == entry.version)
-        });
+        history.retain(|b| !b.same_build(entry));
         history.push(entry.clone());
-        write_atomic(
-            &self.root.join(HISTORY),
-            &pretty(&HistoryFile {
-                builds: history.clone(),
-            })?,
-        )?;
+        self.write_history(&history)?;
         if entry.kind == EntryKind::Build {
             let timestamp = meta.map(|m| record::rfc3339(m.source_date_epoch as i64));
             self.write_cosa_builds(&entry.stream, &history, timestamp)?;
@@ -333,19 +333,9 @@ impl Workdir {
     /// directory when it is empty, once a stream has no build left). Their
     /// files stay: the caller removes them after this.
     pub fn forget(&self, entries: &[BuildEntry]) -> Result<()> {
-        let gone = |b: &BuildEntry| {
-            entries
-                .iter()
-                .any(|e| e.kind == b.kind && e.stream == b.stream && e.version == b.version)
-        };
         let mut history = self.history()?;
-        history.retain(|b| !gone(b));
-        write_atomic(
-            &self.root.join(HISTORY),
-            &pretty(&HistoryFile {
-                builds: history.clone(),
-            })?,
-        )?;
+        history.retain(|b| !entries.iter().any(|e| e.same_build(b)));
+        self.write_history(&history)?;
         let streams: std::collections::BTreeSet<&str> = entries
             .iter()
             .filter(|e| e.kind == EntryKind::Build)
@@ -365,6 +355,15 @@ impl Workdir {
             }
         }
         Ok(())
+    }
+
+    fn write_history(&self, history: &[BuildEntry]) -> Result<()> {
+        write_atomic(
+            &self.root.join(HISTORY),
+            &pretty(&HistoryFile {
+                builds: history.to_vec(),
+            })?,
+        )
     }
 
     /// `W/builds/<stream>/builds.json` and `latest` from the history.
