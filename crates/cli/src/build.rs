@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use strata_pipeline::{BuildOptions, BuildResult, ImageResult, Worker};
 
 use crate::transport::RegistryArgs;
@@ -30,10 +30,9 @@ pub struct BuildArgs {
 
 /// The workers of derive and disk: this very binary, hidden subcommands.
 pub(crate) fn workers() -> Result<(Worker, Worker)> {
-    let exe = std::env::current_exe().context("finding the strata executable")?;
     Ok((
-        Worker::new(&exe).arg("__derive-worker"),
-        Worker::new(&exe).arg("__disk-worker"),
+        crate::worker("__derive-worker")?,
+        crate::worker("__disk-worker")?,
     ))
 }
 

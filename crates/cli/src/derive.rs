@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 #[derive(Debug, clap::Args, PartialEq, Eq)]
 pub struct DeriveArgs {
@@ -43,8 +43,7 @@ pub struct DeriveWorkerArgs {
 
 /// How derive starts its workers: this very binary, hidden subcommand.
 pub(crate) fn worker() -> Result<strata_derive::WorkerCommand> {
-    let exe = std::env::current_exe().context("finding the strata executable")?;
-    Ok(strata_derive::WorkerCommand::new(exe).arg("__derive-worker"))
+    crate::worker("__derive-worker")
 }
 
 pub(crate) fn run(args: DeriveArgs) -> Result<ExitCode> {

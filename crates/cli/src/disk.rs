@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 #[derive(Debug, clap::Args, PartialEq, Eq)]
 pub struct DiskArgs {
@@ -56,10 +56,7 @@ pub struct DiskWorkerArgs {
 
 /// How disk starts its deploy worker: this very binary, hidden subcommand.
 fn worker() -> Result<std::process::Command> {
-    let exe = std::env::current_exe().context("finding the strata executable")?;
-    let mut cmd = std::process::Command::new(exe);
-    cmd.arg("__disk-worker");
-    Ok(cmd)
+    Ok(crate::worker("__disk-worker")?.command())
 }
 
 pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {

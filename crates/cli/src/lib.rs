@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 mod build;
@@ -113,17 +113,22 @@ pub enum Command {
     DiskWorker(DiskWorkerArgs),
 }
 
+/// The log filter a flag set (`-v`, `-q`), for the workers strata starts.
+static WORKER_LOG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// Logs to stderr, filtered by the flags or `RUST_LOG` (default: info).
-/// Called once, right after the command line is parsed and before any
-/// thread or child process starts: a flag's level is also put in
-/// `RUST_LOG`, so that the workers strata runs (derive's, disk's) log at
-/// the same level.
+/// Called once, right after the command line is parsed. A flag's level is
+/// also given to the workers strata runs (derive's, disk's) through their
+/// own environment ([`worker`]); this process's environment is not changed.
 fn init_logging(log: &LogArgs) {
-    if let Some(level) = log.filter() {
-        std::env::set_var("RUST_LOG", level);
-    }
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let filter = match log.filter() {
+        Some(level) => {
+            let _ = WORKER_LOG.set(level.to_string());
+            tracing_subscriber::EnvFilter::new(level)
+        }
+        None => tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(progress::LogWriter)
@@ -135,6 +140,17 @@ fn init_logging(log: &LogArgs) {
             .try_init(),
         LogFormat::Json => builder.json().with_ansi(false).try_init(),
     };
+}
+
+/// How a stage starts its worker: this very binary with the hidden
+/// subcommand `sub`, logging at this process's level.
+pub(crate) fn worker(sub: &str) -> Result<strata_derive::WorkerCommand> {
+    let exe = std::env::current_exe().context("finding the strata executable")?;
+    let mut w = strata_derive::WorkerCommand::new(exe).arg(sub);
+    if let Some(level) = WORKER_LOG.get() {
+        w = w.env("RUST_LOG", level);
+    }
+    Ok(w)
 }
 
 /// Parses `args` and runs the command. Usage errors exit 2 (clap's own).
@@ -220,6 +236,30 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flag's level reaches the workers through their command's
+    /// environment, not through this process's.
+    #[test]
+    fn workers_log_at_the_flags_level() {
+        init_logging(&LogArgs {
+            verbose: 2,
+            ..LogArgs::default()
+        });
+        let cmd = worker("__disk-worker").unwrap().command();
+        let env: Vec<_> = cmd.get_envs().collect();
+        assert_eq!(
+            env,
+            [(
+                std::ffi::OsStr::new("RUST_LOG"),
+                Some(std::ffi::OsStr::new("trace"))
+            )]
+        );
+        assert_ne!(
+            std::env::var("RUST_LOG").ok().as_deref(),
+            Some("trace"),
+            "this process's environment is left alone"
+        );
+    }
 
     #[test]
     fn fixture_args_parse() {

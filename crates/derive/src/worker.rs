@@ -33,6 +33,9 @@ use strata_rootfs::{bootupd, files, passwd, sandbox, tree};
 pub struct WorkerCommand {
     pub program: PathBuf,
     pub args: Vec<OsString>,
+    /// Environment the worker gets on top of this process's (the log
+    /// level, say: set here rather than in this process's environment).
+    pub envs: Vec<(OsString, OsString)>,
 }
 
 impl WorkerCommand {
@@ -40,6 +43,7 @@ impl WorkerCommand {
         Self {
             program: program.into(),
             args: Vec::new(),
+            envs: Vec::new(),
         }
     }
 
@@ -48,10 +52,17 @@ impl WorkerCommand {
         self
     }
 
-    /// The program with its leading arguments, ready for more.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.envs.push((key.into(), value.into()));
+        self
+    }
+
+    /// The program with its leading arguments and environment, ready for
+    /// more.
     pub fn command(&self) -> Command {
         let mut c = Command::new(&self.program);
         c.args(&self.args);
+        c.envs(self.envs.iter().map(|(k, v)| (k, v)));
         c
     }
 }
