@@ -44,12 +44,7 @@ pub(crate) fn run(args: ComposeArgs) -> Result<ExitCode> {
         .overrides(args.overrides.clone());
     let result = strata_compose::compose(&opts)?;
     let pushed = match &args.push {
-        Some(dest) => Some(strata_pipeline::push(
-            &result.image,
-            &result.digest,
-            dest,
-            &args.registry.transport(),
-        )?),
+        Some(dest) => Some(args.registry.push(&result.image, &result.digest, dest)?),
         None => None,
     };
     if args.json {

@@ -69,11 +69,10 @@ pub(crate) fn run(args: DeriveArgs) -> Result<ExitCode> {
     let mut pushed = Vec::new();
     for r in &results {
         pushed.push(match &args.push {
-            Some(dest) => Some(strata_pipeline::push(
+            Some(dest) => Some(args.registry.push(
                 &r.image,
                 &r.digest,
                 &dest.replace("{release}", &r.release),
-                &args.registry.transport(),
             )?),
             None => None,
         });

@@ -23,4 +23,19 @@ impl RegistryArgs {
         t.authfile = self.authfile.clone();
         t
     }
+
+    /// `--push DEST` of compose and derive: copies `image` (manifest digest
+    /// `digest`) to `dest` unless the registry already serves it there.
+    pub(crate) fn push(
+        &self,
+        image: &str,
+        digest: &str,
+        dest: &str,
+    ) -> anyhow::Result<strata_oscontainer::Pushed> {
+        use anyhow::Context;
+        let src = strata_oscontainer::ImageRef::parse(image, None)?;
+        let to = strata_oscontainer::ImageRef::parse(dest, None)?;
+        strata_oscontainer::push_unless_present(&src, digest, &to, &self.transport())
+            .with_context(|| format!("pushing {image} to {dest}"))
+    }
 }

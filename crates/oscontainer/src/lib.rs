@@ -65,4 +65,6 @@ pub use layout::{
     check_present, list_tags, prune, prune_abandoned, remove_tag, stored_size, verify, PendingTag,
     Pruned, TaggedImage, DEFAULT_MAX_EXPANSION, TAG_ANNOTATION,
 };
-pub use transport::{pull, push, ImageRef, TransportOptions};
+pub use transport::{
+    pull, push, push_unless_present, remote_digest, ImageRef, Pushed, TransportOptions,
+};

@@ -201,18 +201,7 @@ pub(crate) fn fetch_manifest_and_config(
                 image: image.to_string(),
                 reason: "its manifest list has no linux/amd64 image".into(),
             })?;
-        let repo = reference
-            .split_once('@')
-            .map(|(r, _)| r.to_string())
-            .unwrap_or_else(|| {
-                // A tag follows the last ':' after the last '/'.
-                let slash = reference.rfind('/').map_or(0, |i| i + 1);
-                match reference[slash..].rfind(':') {
-                    Some(i) => reference[..slash + i].to_string(),
-                    None => reference.clone(),
-                }
-            });
-        reference = format!("{repo}@{}", chosen.digest());
+        reference = format!("{}@{}", repository_of(&reference), chosen.digest());
         raw = skopeo_raw(&reference, false, opts)?;
     }
     let manifest_digest = format!("sha256:{}", hex::encode(Sha256::digest(&raw)));
@@ -246,6 +235,69 @@ pub(crate) fn fetch_manifest_and_config(
     })
 }
 
+/// A push to a registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Pushed {
+    /// `docker://HOST/NAME:TAG`.
+    pub destination: String,
+    /// `HOST/NAME@sha256:…`: what a release payload references.
+    pub pullspec: String,
+    /// False when the registry already had this digest under that name.
+    pub changed: bool,
+}
+
+/// The digest of the manifest a registry serves for `image` (its bytes'
+/// sha256), without reading anything else.
+pub fn remote_digest(image: &ImageRef, opts: &TransportOptions) -> Result<String> {
+    use sha2::{Digest as _, Sha256};
+    let ImageRef::Docker { reference } = image else {
+        return Err(Error::BadReference {
+            reference: image.to_string(),
+            reason: "not a registry image".into(),
+        });
+    };
+    let raw = skopeo_raw(reference, false, opts)?;
+    Ok(format!("sha256:{}", hex::encode(Sha256::digest(&raw))))
+}
+
+/// Copies `src` (whose manifest digest is `digest`) to `dest`, a
+/// `docker://` reference, unless the registry already serves that digest
+/// there (asked with one manifest request).
+pub fn push_unless_present(
+    src: &ImageRef,
+    digest: &str,
+    dest: &ImageRef,
+    opts: &TransportOptions,
+) -> Result<Pushed> {
+    let ImageRef::Docker { reference } = dest else {
+        return Err(Error::BadReference {
+            reference: dest.to_string(),
+            reason: "push needs a docker:// destination".into(),
+        });
+    };
+    let pullspec = format!("{}@{digest}", repository_of(reference));
+    let current = remote_digest(dest, opts).is_ok_and(|d| d == digest);
+    if !current {
+        push(src, dest, opts)?;
+    }
+    Ok(Pushed {
+        destination: dest.to_string(),
+        pullspec,
+        changed: !current,
+    })
+}
+
+/// `HOST/NAME:TAG` or `HOST/NAME@DIGEST` -> `HOST/NAME`.
+pub(crate) fn repository_of(reference: &str) -> &str {
+    if let Some((repo, _)) = reference.split_once('@') {
+        return repo;
+    }
+    match reference.rfind(':') {
+        Some(i) if !reference[i..].contains('/') => &reference[..i],
+        _ => reference,
+    }
+}
+
 /// Pushes an image to a registry; `dest` must be `docker://`.
 pub fn push(src: &ImageRef, dest: &ImageRef, opts: &TransportOptions) -> Result<()> {
     if !matches!(dest, ImageRef::Docker { .. }) {
@@ -271,6 +323,17 @@ pub fn pull(src: &ImageRef, dir: &Path, tag: &str, opts: &TransportOptions) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repositories_of_references() {
+        assert_eq!(
+            repository_of("127.0.0.1:5000/strata/rhcos:4.13"),
+            "127.0.0.1:5000/strata/rhcos"
+        );
+        assert_eq!(repository_of("quay.io/x/rhcos"), "quay.io/x/rhcos");
+        assert_eq!(repository_of("localhost:5000/x"), "localhost:5000/x");
+        assert_eq!(repository_of("quay.io/x/y@sha256:ab"), "quay.io/x/y");
+    }
 
     #[test]
     fn parses_references() {

@@ -185,16 +185,7 @@ pub struct ReleaseResult {
     pub image: ImageResult,
 }
 
-/// A push to a registry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Pushed {
-    /// `docker://HOST/NAME:TAG`.
-    pub destination: String,
-    /// `HOST/NAME@sha256:…`: what a release payload references.
-    pub pullspec: String,
-    /// False when the registry already had this digest under that name.
-    pub changed: bool,
-}
+pub use strata_oscontainer::Pushed;
 
 /// What [`build`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -440,37 +431,12 @@ fn stage_name(s: &strata_manifest::Stage) -> String {
 }
 
 /// Copies `image` (whose manifest digest is `digest`) to `dest` unless the
-/// registry already has that digest there. The commands' `--push` too.
-pub fn push(image: &str, digest: &str, dest: &str, t: &TransportOptions) -> Result<Pushed> {
+/// registry already has that digest there.
+fn push(image: &str, digest: &str, dest: &str, t: &TransportOptions) -> Result<Pushed> {
     let src = ImageRef::parse(image, None)?;
     let to = ImageRef::parse(dest, None)?;
-    let ImageRef::Docker { reference } = &to else {
-        bail!("push target {dest} is not a docker:// reference");
-    };
-    let pullspec = format!("{}@{digest}", repository_of(reference));
-    let current = strata_oscontainer::inspect(&to, t)
-        .map(|i| i.manifest_digest == digest)
-        .unwrap_or(false);
-    if !current {
-        strata_oscontainer::push(&src, &to, t)
-            .with_context(|| format!("pushing {image} to {dest}"))?;
-    }
-    Ok(Pushed {
-        destination: dest.to_string(),
-        pullspec,
-        changed: !current,
-    })
-}
-
-/// `HOST/NAME:TAG` or `HOST/NAME@DIGEST` -> `HOST/NAME`.
-fn repository_of(reference: &str) -> &str {
-    if let Some((repo, _)) = reference.split_once('@') {
-        return repo;
-    }
-    match reference.rfind(':') {
-        Some(i) if !reference[i..].contains('/') => &reference[..i],
-        _ => reference,
-    }
+    strata_oscontainer::push_unless_present(&src, digest, &to, t)
+        .with_context(|| format!("pushing {image} to {dest}"))
 }
 
 /// `W/builds/…` relative to the builds directory, for records that must
@@ -481,20 +447,4 @@ pub(crate) fn relative_to_builds(workdir: &Path, path: &Path) -> String {
         .unwrap_or(path)
         .to_string_lossy()
         .into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn repositories_of_references() {
-        assert_eq!(
-            repository_of("127.0.0.1:5000/strata/rhcos:4.13"),
-            "127.0.0.1:5000/strata/rhcos"
-        );
-        assert_eq!(repository_of("quay.io/x/rhcos"), "quay.io/x/rhcos");
-        assert_eq!(repository_of("localhost:5000/x"), "localhost:5000/x");
-        assert_eq!(repository_of("quay.io/x/y@sha256:ab"), "quay.io/x/y");
-    }
 }

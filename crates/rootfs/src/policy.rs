@@ -7,6 +7,17 @@
 //! it broke. Keys are read from the repos' `gpgkey` files and from key
 //! files the policy names; a fingerprint the policy lists but no file holds
 //! is an error too (nothing could verify against it).
+//!
+//! Why a second verifier beside libdnf's gpgcheck (librpm's keyring): the
+//! two answer different questions. gpgcheck asks whether a package is
+//! signed by *any* key its repo's `gpgkey` names, and a repo file is input
+//! like any other (an EPEL repo names EPEL's key). The policy asks *which*
+//! key signed it and whether the manifest allows that key for that repo,
+//! and must name the fingerprint when it refuses; librpm's keyring answers
+//! yes or no only. The policy check runs on the downloaded files before any
+//! scriptlet runs, in strata's own code (the rpm crate, pure Rust), so a
+//! libdnf that skipped gpgcheck (a repo with `gpgcheck=0`) still cannot let
+//! a package through.
 
 use std::collections::BTreeMap;
 use std::fmt;
