@@ -714,7 +714,7 @@ fn the_no_op_check_repairs_the_ref_and_rebuilds_what_is_gone() {
     let _serial = serial();
     let (dw, r) = demo();
     let w = tempfile::tempdir().unwrap();
-    for sub in ["repo", "oci", "builds"] {
+    for sub in ["repo", "oci", "builds", "history.json"] {
         run(Command::new("cp")
             .arg("-al")
             .arg(dw.path().join(sub))

@@ -106,7 +106,7 @@ fn workdir_with_base() -> tempfile::TempDir {
 
 fn link_base_into(dir: &Path) {
     let (w, _) = base();
-    for sub in ["repo", "oci", "builds"] {
+    for sub in ["repo", "oci", "builds", "history.json"] {
         run(Command::new("cp")
             .arg("-al")
             .arg(w.path().join(sub))

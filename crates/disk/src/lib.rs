@@ -519,17 +519,19 @@ fn build_in(
         None => foreign_record(id, &pretty, epoch),
     };
     let mut images = BTreeMap::new();
-    let mut stale = Vec::new();
+    let mut stale: Vec<PathBuf> = Vec::new();
     if let Some(old) = meta.disks.take() {
+        // Every file the record listed; those the new record lists too
+        // are kept below (a platform rebuilt compressed leaves no
+        // uncompressed file behind, and the other way round).
+        stale = old
+            .images
+            .values()
+            .filter(|a| !a.path.contains('/'))
+            .map(|a| build_dir.join(&a.path))
+            .collect();
         if old.ostree_commit == id.ostree_commit && old.image_reference == id.image {
             images = old.images;
-        } else {
-            stale = old
-                .images
-                .into_iter()
-                .filter(|(_, a)| !a.path.contains('/'))
-                .map(|(_, a)| build_dir.join(a.path))
-                .collect();
         }
     }
     for a in artifacts.iter().chain(std::iter::once(&oci_archive)) {

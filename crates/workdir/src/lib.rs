@@ -322,8 +322,7 @@ impl Workdir {
         history.push(entry.clone());
         self.write_history(&history)?;
         if entry.kind == EntryKind::Build {
-            let timestamp = meta.map(|m| record::rfc3339(m.source_date_epoch as i64));
-            self.write_cosa_builds(&entry.stream, &history, timestamp)?;
+            self.write_cosa_builds(&entry.stream, &history)?;
         }
         Ok(())
     }
@@ -346,7 +345,7 @@ impl Workdir {
                 .iter()
                 .any(|b| b.kind == EntryKind::Build && b.stream == stream)
             {
-                self.write_cosa_builds(stream, &history, None)?;
+                self.write_cosa_builds(stream, &history)?;
             } else {
                 let dir = self.builds().join(stream);
                 for f in ["builds.json", "latest"] {
@@ -366,13 +365,10 @@ impl Workdir {
         )
     }
 
-    /// `W/builds/<stream>/builds.json` and `latest` from the history.
-    fn write_cosa_builds(
-        &self,
-        stream: &str,
-        history: &[BuildEntry],
-        timestamp: Option<String>,
-    ) -> Result<()> {
+    /// `W/builds/<stream>/builds.json` and `latest` from the history; its
+    /// `timestamp` is the newest build's SOURCE_DATE_EPOCH (coreos-assembler
+    /// writes the time it ran; a record's time keeps the file reproducible).
+    fn write_cosa_builds(&self, stream: &str, history: &[BuildEntry]) -> Result<()> {
         let builds: Vec<CosaBuild> = history
             .iter()
             .rev()
@@ -385,6 +381,9 @@ impl Workdir {
         let Some(latest) = builds.first().map(|b| b.id.clone()) else {
             return Ok(());
         };
+        let timestamp = self
+            .read_meta(stream, &latest)?
+            .map(|m| record::rfc3339(m.source_date_epoch as i64));
         let dir = self.builds().join(stream);
         write_atomic(
             &dir.join("builds.json"),
