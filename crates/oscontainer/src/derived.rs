@@ -29,10 +29,11 @@ use serde::Serialize;
 
 use crate::chunking::COMPONENTS_ANNOTATION;
 use crate::compress::{Compression, Encoder};
-use crate::encapsulate::{oci_err, parse_rfc3339, rfc3339, LayerInfo, LABEL_COMMIT, LABEL_VERSION};
+use crate::encapsulate::{oci_err, LayerInfo};
 use crate::error::{Context, Error, Result};
 use crate::import::{commit_streamed_layer, labels_of, split_layers, StreamedCommit};
 use crate::inspect::{Package, PACKAGES_ANNOTATION};
+use crate::labels::{parse_rfc3339, rfc3339, LABEL_COMMIT, LABEL_VERSION};
 use crate::layout::{Layout, ReadAhead};
 use crate::tarball::{Meta, TarWriter};
 

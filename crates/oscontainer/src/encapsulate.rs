@@ -54,6 +54,7 @@ use crate::error::{Context, Error, Result};
 use crate::layout::{write_manifest, Layout, PendingTag};
 use crate::tarball::{Meta, TarWriter};
 
+use crate::labels::rfc3339;
 pub use crate::labels::{
     LABEL_BOOTABLE, LABEL_BOOTC, LABEL_COMMIT, LABEL_FINAL_DIFFID, LABEL_LINUX, LABEL_VERSION,
 };
@@ -772,44 +773,9 @@ impl LayerContent<'_> {
     }
 }
 
-/// RFC 3339 UTC timestamp (`1970-01-01T00:00:00Z`) of a Unix time.
-pub(crate) fn rfc3339(secs: u64) -> String {
-    i64::try_from(secs)
-        .ok()
-        .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
-        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| format!("@{secs}"))
-}
-
-/// Unix time of an RFC 3339 timestamp as [`rfc3339`] and most tools write it
-/// (`YYYY-MM-DDTHH:MM:SS[.frac](Z|±hh:mm)`).
-pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
-    let t = chrono::DateTime::parse_from_rfc3339(s).ok()?;
-    u64::try_from(t.timestamp()).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps() {
-        let cases = [
-            (0u64, "1970-01-01T00:00:00Z"),
-            (951_782_400, "2000-02-29T00:00:00Z"),
-            (1_796_212_800, "2026-12-02T12:00:00Z"),
-            (4_102_444_799, "2099-12-31T23:59:59Z"),
-        ];
-        for (secs, s) in cases {
-            assert_eq!(rfc3339(secs), s);
-            assert_eq!(parse_rfc3339(s), Some(secs));
-        }
-        assert_eq!(
-            parse_rfc3339("2026-12-02T13:00:00.123+01:00"),
-            Some(1_796_212_800)
-        );
-        assert_eq!(parse_rfc3339("yesterday"), None);
-    }
 
     #[test]
     fn paths() {

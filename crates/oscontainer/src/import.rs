@@ -31,8 +31,8 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::commit::{self, hex_checksum};
-use crate::encapsulate::{parse_rfc3339, LABEL_COMMIT, LABEL_FINAL_DIFFID, LABEL_VERSION};
 use crate::error::{Context, Error, Result};
+use crate::labels::{parse_rfc3339, LABEL_COMMIT, LABEL_FINAL_DIFFID, LABEL_VERSION};
 use crate::layout::{LayerCheck, Layout, ResolvedImage, DEFAULT_MAX_EXPANSION};
 use crate::tarball::normalize_entry_path;
 use crate::transport::{ImageRef, TransportOptions};

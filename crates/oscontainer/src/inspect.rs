@@ -21,9 +21,9 @@ use ostree::glib;
 use serde::{Deserialize, Serialize};
 
 use crate::chunking::COMPONENTS_ANNOTATION;
-use crate::encapsulate::{LABEL_COMMIT, LABEL_VERSION};
 use crate::error::{Error, Result};
 use crate::import::{labels_of, split_layers};
+use crate::labels::{LABEL_COMMIT, LABEL_VERSION};
 use crate::layout::{LayerCheck, Layout, ResolvedImage, DEFAULT_MAX_EXPANSION};
 use crate::tarball::normalize_entry_path;
 use crate::transport::{ImageRef, TransportOptions};
