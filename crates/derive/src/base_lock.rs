@@ -118,3 +118,23 @@ fn dependency_text(d: &rpm::Dependency) -> String {
     };
     format!("{} {op} {}", d.name, d.version)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpm::Dependency as D;
+
+    #[test]
+    fn requirements_read_as_rpm_writes_them() {
+        for (dep, want) in [
+            (D::any("libseccomp"), "libseccomp"),
+            (D::eq("crun", "1.8"), "crun = 1.8"),
+            (D::less("a", "2"), "a < 2"),
+            (D::less_eq("a", "2"), "a <= 2"),
+            (D::greater("a", "2"), "a > 2"),
+            (D::greater_eq("libseccomp", "2.5.3"), "libseccomp >= 2.5.3"),
+        ] {
+            assert_eq!(dependency_text(&dep), want);
+        }
+    }
+}

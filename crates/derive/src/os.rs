@@ -126,3 +126,21 @@ pub(crate) fn os_release_values(
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_release_fields_unquoted() {
+        let text = "NAME=\"Red Hat Enterprise Linux\"\nID='rhel'\nVERSION_ID=8.6\nID_LIKE=fedora\n";
+        for (key, want) in [
+            ("NAME", Some("Red Hat Enterprise Linux")),
+            ("ID", Some("rhel")),
+            ("VERSION_ID", Some("8.6")),
+            ("VERSION", None),
+        ] {
+            assert_eq!(os_release_field(text, key).as_deref(), want, "{key}");
+        }
+    }
+}
