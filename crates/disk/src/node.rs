@@ -95,12 +95,12 @@ pub fn update(
     let _lock = w.lock()?;
     let opts =
         crate::DiskOptions::new(workdir, image, Vec::new(), worker).transport(transport.clone());
-    let (id, _) = crate::resolve(&w, &opts)?;
+    let (id, _) = crate::resolve::resolve(&w, &opts)?;
     let staging = w.staging("node")?;
     let action = NodeAction::Deploy {
         repo: w.repo(),
         commit: id.ostree_commit.clone(),
-        origin_image: crate::origin_reference(&id.image),
+        origin_image: crate::resolve::origin_reference(&id.image),
     };
     run(disk, action, &opts.worker, staging.path())
         .with_context(|| format!("deploying {} into {}", id.image, disk.display()))

@@ -1,0 +1,132 @@
+//! One raw disk: a plain file partitioned (sfdisk; fdisk for 4K sectors),
+//! GRUB's BIOS code in its MBR and BIOS boot partition, and the ESP, boot
+//! and root filesystems written at their offsets, the ext4 ones by the
+//! namespaced worker. Where the partitions are is [`crate::layout`]'s.
+//!
+//! It writes that one file; it must not need root, a loop device or a
+//! mount.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::hash::FileHasher;
+use crate::userns::{Job, Namespace};
+use crate::{bootloader, fs, layout, write, Uuids};
+
+/// What one disk is written from: the trees of its three filesystems,
+/// GRUB's BIOS code, and what makes the bytes the same every time.
+pub(crate) struct Sources<'a> {
+    pub(crate) esp: &'a Path,
+    pub(crate) boot: &'a Path,
+    pub(crate) root: &'a Path,
+    pub(crate) boot_img: &'a [u8],
+    pub(crate) core_img: &'a [u8],
+    pub(crate) uuids: &'a Uuids,
+    pub(crate) epoch: i64,
+}
+
+/// Partitions `raw`, writes the BIOS boot code and the three filesystems.
+/// With `hash`, also returns a hasher of the disk that has read everything
+/// before the root filesystem: that part is final once the others are
+/// written, so it is hashed while the root filesystem is (hashing a disk
+/// costs about as much as writing its root). The caller hashes the rest
+/// off the critical path.
+pub(crate) fn write_disk(
+    ns: &Namespace,
+    raw: &Path,
+    lay: &layout::Layout,
+    src: &Sources,
+    hash: bool,
+) -> Result<Option<FileHasher>> {
+    let file = std::fs::File::create(raw).with_context(|| format!("creating {}", raw.display()))?;
+    file.set_len(lay.disk_size)?;
+    drop(file);
+    let script = lay.sfdisk_script();
+    if lay.sector_size == 512 {
+        strata_process::require("sfdisk")?;
+        strata_process::run_with_input(
+            Command::new("sfdisk")
+                .args(["--quiet", "--no-reread", "--no-tell-kernel"])
+                .arg(raw),
+            Some(script.as_bytes()),
+        )
+        .context("partitioning")?;
+    } else {
+        // sfdisk takes the sector size from the device (512 for a file);
+        // fdisk can be told, and loads the same script with `I`.
+        let script_path = raw.with_extension("sfdisk");
+        write(&script_path, script.as_bytes())?;
+        strata_process::require("fdisk")?;
+        strata_process::run_with_input(
+            Command::new("fdisk")
+                .arg("--sector-size")
+                .arg(lay.sector_size.to_string())
+                .arg(raw),
+            Some(format!("I\n{}\nw\n", script_path.display()).as_bytes()),
+        )
+        .context("partitioning")?;
+    }
+    // BIOS boot code: only for 512-byte sectors (BIOSes boot no 4Kn disks).
+    if lay.sector_size == 512 {
+        let bios = lay.bios_boot();
+        let mut core = src.core_img.to_vec();
+        core.resize(core.len().div_ceil(512) * 512, 0);
+        if core.len() as u64 > bios.size {
+            bail!("core.img ({} bytes) does not fit BIOS-BOOT", core.len());
+        }
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(raw)?;
+        let mut mbr = vec![0u8; 512];
+        f.read_exact(&mut mbr)?;
+        bootloader::bios_patch(&mut mbr, src.boot_img, &mut core, bios.start / 512)?;
+        f.seek(SeekFrom::Start(0))?;
+        f.write_all(&mbr)?;
+        f.seek(SeekFrom::Start(bios.start))?;
+        f.write_all(&core)?;
+    }
+    fs::mkfs_esp(
+        raw,
+        lay.esp().start,
+        lay.esp().size,
+        lay.sector_size,
+        &src.uuids.esp_volid,
+        src.esp,
+        src.epoch,
+    )?;
+    // Reading a file moves its atime (relatime: when older than a day),
+    // and mkfs.ext4 -d copies atimes: each job clamps right before its
+    // copy, so an earlier platform's mkfs leaves no trace in the next one.
+    let ext4 = |part: &layout::Part, label: &str, uuid: &String, source: &Path| {
+        Job::Ext4(fs::Ext4 {
+            disk: raw.to_path_buf(),
+            offset: part.start,
+            size: part.size,
+            label: label.to_string(),
+            uuid: uuid.clone(),
+            source: source.to_path_buf(),
+            epoch: src.epoch,
+        })
+    };
+    ns.run::<()>(&ext4(lay.boot(), "boot", &src.uuids.boot_fs, src.boot))?;
+    let root = ext4(lay.root(), "root", &src.uuids.root_fs, src.root);
+    if !hash {
+        ns.run::<()>(&root)?;
+        return Ok(None);
+    }
+    std::thread::scope(|scope| {
+        let prefix = scope.spawn(|| -> Result<FileHasher> {
+            let mut h = FileHasher::open(raw)?;
+            h.advance_to(lay.root().start)?;
+            Ok(h)
+        });
+        let written = ns.run::<()>(&root);
+        let hashed = prefix.join().expect("the hashing thread panicked");
+        written?;
+        Ok(Some(hashed?))
+    })
+}
