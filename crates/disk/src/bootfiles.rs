@@ -14,13 +14,79 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use strata_oscontainer::labels;
 
-use crate::{bootloader, fs, grub_pc, layout, meta, write, Identity, Platform};
+use crate::{bootloader, fs, grub_pc, layout, meta, write, Identity, Platform, Stage, PLATFORMS};
+
+/// What the disks' boot files are made of, besides the staged trees.
+pub(crate) struct BootFiles {
+    /// GRUB's BIOS `boot.img` and assembled `core.img` (empty when no disk
+    /// boots with BIOS).
+    pub(crate) boot_img: Vec<u8>,
+    pub(crate) core_img: Vec<u8>,
+    /// Whether every GRUB the disks boot reads the BLS entries itself.
+    pub(crate) reads_bls: bool,
+    /// os-release's NAME, for boot menu titles.
+    pub(crate) pretty: String,
+}
+
+/// The boot files every platform shares, from the deployment: the EFI
+/// payload into the staged ESP (with the vendor directory's grub.cfg
+/// stub), BIOS GRUB when a disk boots with BIOS, and `platforms.json` and
+/// the first-boot flag into the staged /boot.
+pub(crate) fn prepare(
+    deployment: &Path,
+    stage: &Stage,
+    platforms: &[&Platform],
+    id: &Identity,
+    epoch: i64,
+) -> Result<BootFiles> {
+    let (esp, boot) = (&stage.esp, &stage.boot);
+    fs::copy_tree_in_root(deployment, bootloader::EFI_DIR, &esp.join("EFI"))
+        .with_context(|| format!("the image has no EFI bootloader (/{})", bootloader::EFI_DIR))?;
+    let names: Vec<String> = std::fs::read_dir(esp.join("EFI"))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    if let Some(vendor) = bootloader::vendor_dir(&names) {
+        write(
+            &esp.join("EFI").join(vendor).join("grub.cfg"),
+            bootloader::esp_stub().as_bytes(),
+        )?;
+    }
+    // BIOS boots only 512-byte-sector disks.
+    let bios = platforms.iter().any(|p| p.sector_size == 512);
+    let (boot_img, core_img) = if bios {
+        bios_grub(deployment, boot)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let reads_bls = grub_reads_bls(deployment, &esp.join("EFI"), bios)?;
+    if !reads_bls {
+        tracing::warn!(
+            "the image's GRUB has no blscfg: the boot menu lists this disk's deployment only, and updates a node deploys will not appear in it"
+        );
+    }
+    let pretty = pretty_name(deployment);
+
+    write(
+        &boot.join("coreos/platforms.json"),
+        &serde_json::to_vec_pretty(&meta::platforms_json(PLATFORMS, id))?,
+    )?;
+    write(&boot.join("ignition.firstboot"), b"")?;
+    fs::clamp_times(esp, epoch)?;
+    Ok(BootFiles {
+        boot_img,
+        core_img,
+        reads_bls,
+        pretty,
+    })
+}
 
 /// BIOS GRUB from the image's i386-pc files, as grub2-install makes it:
 /// `boot.img`, a core.img assembled from the parts whose prefix is the boot
 /// partition's `grub2` directory, and the modules copied there (GRUB loads
 /// all but the few in core.img from there at boot).
-pub(crate) fn bios_grub(deployment: &Path, boot: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
+fn bios_grub(deployment: &Path, boot: &Path) -> Result<(Vec<u8>, Vec<u8>)> {
     let dir = grub_pc::MODULE_DIR;
     let read = |name: &str| fs::read_in_root(deployment, &format!("{dir}/{name}"));
     let boot_img = read("boot.img").with_context(|| {
@@ -39,7 +105,7 @@ pub(crate) fn bios_grub(deployment: &Path, boot: &Path) -> Result<(Vec<u8>, Vec<
 /// Whether every GRUB the disks boot reads the BLS entries itself
 /// (`blscfg`): the EFI payload's GRUB image, and BIOS GRUB's modules when
 /// a disk boots with BIOS.
-pub(crate) fn grub_reads_bls(deployment: &Path, esp_efi: &Path, bios: bool) -> Result<bool> {
+fn grub_reads_bls(deployment: &Path, esp_efi: &Path, bios: bool) -> Result<bool> {
     let mut efi = false;
     let mut stack = vec![esp_efi.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -117,7 +183,7 @@ pub(crate) fn platform_boot(
 
 /// os-release's NAME, for boot menu titles: read inside the deployment,
 /// on one line with control characters escaped.
-pub(crate) fn pretty_name(deployment: &Path) -> String {
+fn pretty_name(deployment: &Path) -> String {
     for rel in ["usr/lib/os-release", "etc/os-release"] {
         if let Ok(bytes) = fs::read_in_root(deployment, rel) {
             for line in String::from_utf8_lossy(&bytes).lines() {

@@ -50,8 +50,10 @@ pub mod userns;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::thread::JoinHandle;
 
 use anyhow::{bail, Context, Result};
+use bootfiles::BootFiles;
 use strata_oscontainer::{ImageRef, TransportOptions};
 use strata_workdir::record::Disks;
 use strata_workdir::{BuildMeta, Workdir};
@@ -254,22 +256,23 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         scratch: staging.path(),
     };
     tracing::debug!(map = ?ns.map, "user namespace");
-    let result = build_in(
-        &w,
+    let build = Build {
+        w: &w,
         opts,
-        &id,
-        &platforms,
+        id: &id,
+        platforms: &platforms,
         epoch,
-        &ns,
-        staging.path(),
-        verified,
-        &imgref,
-    );
+        ns: &ns,
+        stage: Stage::new(staging.path()),
+    };
+    let result = build.run(verified, &imgref);
     // What is left of the sysroot after a failure may belong to ids only
     // the namespace has.
-    let sysroot = staging.path().join(SYSROOT);
+    let sysroot = &build.stage.sysroot;
     if sysroot.exists() {
-        if let Err(e) = ns.run::<()>(&Job::Remove { path: sysroot }) {
+        if let Err(e) = ns.run::<()>(&Job::Remove {
+            path: sysroot.clone(),
+        }) {
             tracing::warn!("removing the sysroot: {e:#}");
         }
     }
@@ -279,317 +282,356 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     result
 }
 
-// The stage's inputs, each from a different step of `build`; a struct
-// holding them would only be unpacked again here.
-#[allow(clippy::too_many_arguments)]
-fn build_in(
-    w: &Workdir,
-    opts: &DiskOptions,
-    id: &Identity,
-    platforms: &[&'static Platform],
+/// Where a build's parts are staged, in its staging directory.
+struct Stage {
+    /// The staging directory itself (each platform's boot tree and raw
+    /// disk).
+    dir: PathBuf,
+    /// The deployment's physical root: the root filesystem's content.
+    sysroot: PathBuf,
+    /// The sysroot's /boot (a tmpfs in the worker), copied out: what every
+    /// platform's boot filesystem starts from.
+    boot: PathBuf,
+    /// The ESP's content.
+    esp: PathBuf,
+    /// The artifacts, until they go into the build's directory.
+    out: PathBuf,
+}
+
+impl Stage {
+    fn new(dir: &Path) -> Self {
+        Stage {
+            dir: dir.to_path_buf(),
+            sysroot: dir.join(SYSROOT),
+            boot: dir.join("boot"),
+            esp: dir.join("esp"),
+            out: dir.join("out"),
+        }
+    }
+}
+
+/// One build's inputs, each from a different step of [`build`], and where
+/// it stages its parts: what its stages share.
+struct Build<'a> {
+    w: &'a Workdir,
+    opts: &'a DiskOptions,
+    id: &'a Identity,
+    platforms: &'a [&'static Platform],
     epoch: i64,
-    ns: &Namespace,
-    stage: &Path,
-    verified: std::thread::JoinHandle<strata_oscontainer::Result<String>>,
-    imgref: &ImageRef,
-) -> Result<DiskResult> {
-    let started = std::time::Instant::now();
-    let sysroot = stage.join(SYSROOT);
-    let boot = stage.join("boot");
-    std::fs::create_dir_all(&sysroot)?;
-    // Deployed once with the first platform's arguments; each disk's BLS
-    // entries get their own platform's (as coreos-assembler does).
-    let mut kargs = vec![
-        format!("root=UUID={}", opts.uuids.root_fs),
-        "rw".to_string(),
-        "$ignition_firstboot".to_string(),
-    ];
-    kargs.extend(platforms[0].kargs());
-    let job = DeployJob {
-        sysroot: sysroot.clone(),
-        boot_out: boot.clone(),
-        repo: w.repo(),
-        commit: id.ostree_commit.clone(),
-        stateroot: id.osname.clone(),
-        kargs,
-        origin_image: resolve::origin_reference(&id.image),
-        aleph: serde_json::to_string_pretty(&meta::aleph(id))?,
-    };
-    let deployed: Deployed = ns
-        .run(&Job::Deploy(job))
-        .with_context(|| format!("deploying {}", id.ostree_commit))?;
-    let deployment = sysroot.join(&deployed.deployment);
-    tracing::info!(elapsed = ?started.elapsed(), "deployed {}", deployed.deployment.display());
+    ns: &'a Namespace<'a>,
+    stage: Stage,
+}
 
-    // The bootloader files, from the commit's own content.
-    let esp = stage.join("esp");
-    fs::copy_tree_in_root(&deployment, bootloader::EFI_DIR, &esp.join("EFI"))
-        .with_context(|| format!("the image has no EFI bootloader (/{})", bootloader::EFI_DIR))?;
-    let names: Vec<String> = std::fs::read_dir(esp.join("EFI"))?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    if let Some(vendor) = bootloader::vendor_dir(&names) {
-        write(
-            &esp.join("EFI").join(vendor).join("grub.cfg"),
-            bootloader::esp_stub().as_bytes(),
+impl Build<'_> {
+    /// The stages: deploy, the boot files, the disks written and hashed,
+    /// compression, the image's archive, then into place.
+    fn run(
+        &self,
+        verified: JoinHandle<strata_oscontainer::Result<String>>,
+        imgref: &ImageRef,
+    ) -> Result<DiskResult> {
+        let started = std::time::Instant::now();
+        std::fs::create_dir_all(&self.stage.sysroot)?;
+        let deployed = self.deploy()?;
+        let deployment = self.stage.sysroot.join(&deployed.deployment);
+        tracing::info!(elapsed = ?started.elapsed(), "deployed {}", deployed.deployment.display());
+
+        // The bootloader files, from the commit's own content.
+        let files = bootfiles::prepare(
+            &deployment,
+            &self.stage,
+            self.platforms,
+            self.id,
+            self.epoch,
         )?;
-    }
-    // BIOS boots only 512-byte-sector disks.
-    let bios = platforms.iter().any(|p| p.sector_size == 512);
-    let (boot_img, core_img) = if bios {
-        bootfiles::bios_grub(&deployment, &boot)?
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    let reads_bls = bootfiles::grub_reads_bls(&deployment, &esp.join("EFI"), bios)?;
-    if !reads_bls {
-        tracing::warn!(
-            "the image's GRUB has no blscfg: the boot menu lists this disk's deployment only, and updates a node deploys will not appear in it"
-        );
-    }
-    let pretty = bootfiles::pretty_name(&deployment);
+        let root_min = layout::root_size_for(deployed.content_size);
+        tracing::debug!(elapsed = ?started.elapsed(), "sysroot prepared");
 
-    write(
-        &boot.join("coreos/platforms.json"),
-        &serde_json::to_vec_pretty(&meta::platforms_json(PLATFORMS, id))?,
-    )?;
-    write(&boot.join("ignition.firstboot"), b"")?;
-    fs::clamp_times(&esp, epoch)?;
-    let root_min = layout::root_size_for(deployed.content_size);
-    tracing::debug!(elapsed = ?started.elapsed(), "sysroot prepared");
-
-    let out = stage.join("out");
-    std::fs::create_dir_all(&out)?;
-    // Hashing a disk costs about as much as writing it, so each disk is
-    // hashed in a thread of its own while the next is written and the
-    // sysroot removed; a raw disk's part before its root filesystem was
-    // already hashed while the root was written (see `raw::write_disk`).
-    let mut artifacts = std::thread::scope(|scope| -> Result<Vec<Artifact>> {
-        let mut hashing = Vec::new();
-        for p in platforms {
-            let t = std::time::Instant::now();
-            let boot_p = stage.join(format!("boot-{}", p.name));
-            fs::copy_tree(&boot, &boot_p)?;
-            bootfiles::platform_boot(&boot_p, p, id, &pretty, reads_bls)?;
-            let raw = stage.join(format!("{}.raw", p.name));
-            let lay = layout::plan(
-                p.sector_size,
-                root_min,
-                opts.size.or(p.fixed_size),
-                &opts.uuids,
-            )?;
-            let converted = p.format.qemu_img_args();
-            let prefix_hashed = raw::write_disk(
-                ns,
-                &raw,
-                &lay,
-                &raw::Sources {
-                    esp: &esp,
-                    boot: &boot_p,
-                    root: &sysroot,
-                    boot_img: &boot_img,
-                    core_img: &core_img,
-                    uuids: &opts.uuids,
-                    epoch,
-                },
-                converted.is_none(),
-            )?;
-            let name = format!(
-                "{}-{}-{}.x86_64.{}",
-                id.osname,
-                id.version,
-                p.name,
-                p.extension()
-            );
-            let dest = out.join(&name);
-            match converted {
-                None => std::fs::rename(&raw, &dest)?,
-                Some(args) => {
-                    strata_process::require("qemu-img")?;
-                    strata_process::run(
-                        Command::new("qemu-img")
-                            .args(["convert", "-f", "raw"])
-                            .args(args)
-                            .arg(&raw)
-                            .arg(&dest),
-                    )?;
-                    std::fs::remove_file(&raw)?;
-                }
-            }
-            tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
-            let hash = scope.spawn({
-                let dest = dest.clone();
-                move || match prefix_hashed {
-                    Some(hasher) => hasher.finish(),
-                    None => hash::hash_file(&dest),
-                }
-            });
-            hashing.push((p, dest, hash));
+        let mut artifacts = self.write_disks(&files, root_min)?;
+        match verified.join() {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e).with_context(|| format!("image {}", self.id.image)),
+            Err(_) => bail!("verifying image {} panicked", self.id.image),
         }
-        // The sysroot is no longer needed: removing thousands of files
-        // waits on the filesystem's journal, so it overlaps the hashing.
-        let cleanup = scope.spawn(|| {
-            ns.run::<()>(&Job::Remove {
-                path: sysroot.clone(),
-            })
-        });
-        let artifacts = hashing
-            .into_iter()
-            .map(|(p, path, hash)| {
-                let (size, sha256) = hash.join().expect("the hashing thread panicked")?;
-                Ok(Artifact {
-                    platform: p.name.to_string(),
-                    format: p.format.name().to_string(),
-                    path,
-                    size,
-                    sha256,
-                    uncompressed: None,
-                })
-            })
-            .collect::<Result<Vec<_>>>();
-        if let Ok(Err(e)) = cleanup.join() {
-            tracing::warn!("removing the sysroot: {e:#}");
+        if self.opts.compress == Compress::Gzip {
+            compress(&mut artifacts)?;
         }
-        artifacts
-    })?;
-
-    match verified.join() {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(e).with_context(|| format!("image {}", id.image)),
-        Err(_) => bail!("verifying image {} panicked", id.image),
+        let oci_archive = self.write_archive(imgref)?;
+        self.move_into_place(&files.pretty, artifacts, oci_archive)
     }
-    if opts.compress == Compress::Gzip {
-        for a in &mut artifacts {
-            let t = std::time::Instant::now();
-            let mut gz = a.path.clone().into_os_string();
-            gz.push(".gz");
-            let gz = PathBuf::from(gz);
-            let c = strata_oscontainer::gzip_file(&a.path, &gz)
-                .with_context(|| format!("compressing {}", a.path.display()))?;
-            if c.uncompressed_sha256 != a.sha256 {
-                bail!(
-                    "{} changed while it was compressed (sha256 {} then {})",
-                    a.path.display(),
-                    a.sha256,
-                    c.uncompressed_sha256
+
+    /// Deploys the commit into the staged sysroot, once, with the first
+    /// platform's arguments; each disk's BLS entries get their own
+    /// platform's (as coreos-assembler does).
+    fn deploy(&self) -> Result<Deployed> {
+        let (opts, id) = (self.opts, self.id);
+        let mut kargs = vec![
+            format!("root=UUID={}", opts.uuids.root_fs),
+            "rw".to_string(),
+            "$ignition_firstboot".to_string(),
+        ];
+        kargs.extend(self.platforms[0].kargs());
+        let job = DeployJob {
+            sysroot: self.stage.sysroot.clone(),
+            boot_out: self.stage.boot.clone(),
+            repo: self.w.repo(),
+            commit: id.ostree_commit.clone(),
+            stateroot: id.osname.clone(),
+            kargs,
+            origin_image: resolve::origin_reference(&id.image),
+            aleph: serde_json::to_string_pretty(&meta::aleph(id))?,
+        };
+        self.ns
+            .run(&Job::Deploy(job))
+            .with_context(|| format!("deploying {}", id.ostree_commit))
+    }
+
+    /// Each platform's disk, written and hashed: its boot filesystem, a
+    /// raw disk, converted when its format is not raw. Hashing a disk
+    /// costs about as much as writing it, so each disk is hashed in a
+    /// thread of its own while the next is written and the sysroot
+    /// removed; a raw disk's part before its root filesystem was already
+    /// hashed while the root was written (see `raw::write_disk`).
+    fn write_disks(&self, files: &BootFiles, root_min: u64) -> Result<Vec<Artifact>> {
+        let (opts, id, ns, stage) = (self.opts, self.id, self.ns, &self.stage);
+        std::fs::create_dir_all(&stage.out)?;
+        std::thread::scope(|scope| -> Result<Vec<Artifact>> {
+            let mut hashing = Vec::new();
+            for p in self.platforms {
+                let t = std::time::Instant::now();
+                let boot_p = stage.dir.join(format!("boot-{}", p.name));
+                fs::copy_tree(&stage.boot, &boot_p)?;
+                bootfiles::platform_boot(&boot_p, p, id, &files.pretty, files.reads_bls)?;
+                let raw = stage.dir.join(format!("{}.raw", p.name));
+                let lay = layout::plan(
+                    p.sector_size,
+                    root_min,
+                    opts.size.or(p.fixed_size),
+                    &opts.uuids,
+                )?;
+                let converted = p.format.qemu_img_args();
+                let prefix_hashed = raw::write_disk(
+                    ns,
+                    &raw,
+                    &lay,
+                    &raw::Sources {
+                        esp: &stage.esp,
+                        boot: &boot_p,
+                        root: &stage.sysroot,
+                        boot_img: &files.boot_img,
+                        core_img: &files.core_img,
+                        uuids: &opts.uuids,
+                        epoch: self.epoch,
+                    },
+                    converted.is_none(),
+                )?;
+                let name = format!(
+                    "{}-{}-{}.x86_64.{}",
+                    id.osname,
+                    id.version,
+                    p.name,
+                    p.extension()
                 );
+                let dest = stage.out.join(&name);
+                match converted {
+                    None => std::fs::rename(&raw, &dest)?,
+                    Some(args) => {
+                        strata_process::require("qemu-img")?;
+                        strata_process::run(
+                            Command::new("qemu-img")
+                                .args(["convert", "-f", "raw"])
+                                .args(args)
+                                .arg(&raw)
+                                .arg(&dest),
+                        )?;
+                        std::fs::remove_file(&raw)?;
+                    }
+                }
+                tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
+                let hash = scope.spawn({
+                    let dest = dest.clone();
+                    move || match prefix_hashed {
+                        Some(hasher) => hasher.finish(),
+                        None => hash::hash_file(&dest),
+                    }
+                });
+                hashing.push((p, dest, hash));
             }
-            std::fs::remove_file(&a.path)?;
-            tracing::info!(platform = %a.platform, elapsed = ?t.elapsed(), "compressed {}", gz.display());
-            a.path = gz;
-            a.uncompressed = Some(Uncompressed {
-                size: c.uncompressed_size,
-                sha256: c.uncompressed_sha256,
+            // The sysroot is no longer needed: removing thousands of files
+            // waits on the filesystem's journal, so it overlaps the hashing.
+            let cleanup = scope.spawn(|| {
+                ns.run::<()>(&Job::Remove {
+                    path: stage.sysroot.clone(),
+                })
             });
-            a.size = c.size;
-            a.sha256 = c.sha256;
-        }
+            let artifacts = hashing
+                .into_iter()
+                .map(|(p, path, hash)| {
+                    let (size, sha256) = hash.join().expect("the hashing thread panicked")?;
+                    Ok(Artifact {
+                        platform: p.name.to_string(),
+                        format: p.format.name().to_string(),
+                        path,
+                        size,
+                        sha256,
+                        uncompressed: None,
+                    })
+                })
+                .collect::<Result<Vec<_>>>();
+            if let Ok(Err(e)) = cleanup.join() {
+                tracing::warn!("removing the sysroot: {e:#}");
+            }
+            artifacts
+        })
     }
-    // The image itself beside its disks, as coreos-assembler ships a
-    // build's: an OCI archive (meta.json's `images.ostree`).
-    let archive_name = format!("{}-{}-ostree.x86_64.ociarchive", id.osname, id.version);
-    let archive_path = stage.join("out").join(&archive_name);
-    let archive = strata_oscontainer::write_oci_archive(
-        imgref,
-        &archive_path,
-        u64::try_from(epoch).unwrap_or(0),
-    )
-    .with_context(|| format!("writing {archive_name}"))?;
-    let mut oci_archive = Artifact {
-        platform: "ostree".into(),
-        format: "ociarchive".into(),
-        path: archive_path,
-        size: archive.size,
-        sha256: archive.sha256,
-        uncompressed: None,
-    };
-    // Into place: artifacts, then the records' images, then stream.json.
-    let build_dir = w.build_dir(&id.stream, id.version.as_str());
-    std::fs::create_dir_all(&build_dir)
-        .with_context(|| format!("creating {}", build_dir.display()))?;
-    for a in artifacts
-        .iter_mut()
-        .chain(std::iter::once(&mut oci_archive))
-    {
-        let dest = build_dir.join(a.path.file_name().expect("named"));
-        std::fs::rename(&a.path, &dest)
-            .with_context(|| format!("renaming into {}", dest.display()))?;
-        a.path = dest;
-    }
-    // What every listed disk holds: the commit, and the image it names for
-    // upgrades. Disks of other platforms stay listed only when theirs is
-    // the same; the files of the others go once the record no longer
-    // lists them.
-    let mut meta = match w.read_meta(&id.stream, id.version.as_str())? {
-        Some(m) => m,
-        None => foreign_record(id, &pretty, epoch),
-    };
-    let mut images = BTreeMap::new();
-    let mut stale: Vec<PathBuf> = Vec::new();
-    if let Some(old) = meta.disks.take() {
-        // Every file the record listed; those the new record lists too
-        // are kept below (a platform rebuilt compressed leaves no
-        // uncompressed file behind, and the other way round).
-        stale = old
-            .images
-            .values()
-            .filter(|a| !a.path.contains('/'))
-            .map(|a| build_dir.join(&a.path))
-            .collect();
-        if old.ostree_commit == id.ostree_commit && old.image_reference == id.image {
-            images = old.images;
-        }
-    }
-    for a in artifacts.iter().chain(std::iter::once(&oci_archive)) {
-        images.insert(a.platform.clone(), a.record());
-    }
-    stale.retain(|f| !images.values().any(|a| build_dir.join(&a.path) == *f));
-    meta.disks = Some(Disks {
-        ostree_commit: id.ostree_commit.clone(),
-        image_reference: id.image.clone(),
-        images,
-        artifact_url: opts.artifact_url.clone(),
-    });
-    w.write_meta(&meta)?;
-    for file in stale {
-        if let Err(e) = std::fs::remove_file(&file) {
-            tracing::warn!("removing {}: {e}", file.display());
-        }
-    }
-    let table: Vec<(&Platform, &Artifact)> = platforms.iter().copied().zip(&artifacts).collect();
-    let location = |file: &str| match &opts.artifact_url {
-        Some(url) => format!(
-            "{}/{}/{}/{}/{file}",
-            url.trim_end_matches('/'),
-            id.stream,
-            id.version,
-            strata_workdir::record::ARCH
-        ),
-        None => file.to_string(),
-    };
-    let stream = meta::stream_json(
-        id,
-        &table,
-        &strata_workdir::record::rfc3339(epoch),
-        &location,
-    );
-    let stream_path = build_dir.join("stream.json");
-    strata_workdir::write_atomic(&stream_path, &strata_workdir::pretty(&stream)?)?;
 
-    Ok(DiskResult {
-        image: id.image.clone(),
-        digest: id.digest.clone(),
-        version: id.version.to_string(),
-        openshift_version: id.openshift_version.as_ref().map(|v| v.to_string()),
-        ostree_commit: id.ostree_commit.clone(),
-        stream: id.stream.clone(),
-        build_dir,
-        artifacts,
-        oci_archive,
-        stream_json: stream_path,
-    })
+    /// The image itself beside its disks, as coreos-assembler ships a
+    /// build's: an OCI archive (meta.json's `images.ostree`).
+    fn write_archive(&self, imgref: &ImageRef) -> Result<Artifact> {
+        let id = self.id;
+        let archive_name = format!("{}-{}-ostree.x86_64.ociarchive", id.osname, id.version);
+        let archive_path = self.stage.out.join(&archive_name);
+        let archive = strata_oscontainer::write_oci_archive(
+            imgref,
+            &archive_path,
+            u64::try_from(self.epoch).unwrap_or(0),
+        )
+        .with_context(|| format!("writing {archive_name}"))?;
+        Ok(Artifact {
+            platform: "ostree".into(),
+            format: "ociarchive".into(),
+            path: archive_path,
+            size: archive.size,
+            sha256: archive.sha256,
+            uncompressed: None,
+        })
+    }
+
+    /// Into place: artifacts, then the records' images, then stream.json.
+    fn move_into_place(
+        &self,
+        pretty: &str,
+        mut artifacts: Vec<Artifact>,
+        mut oci_archive: Artifact,
+    ) -> Result<DiskResult> {
+        let (w, opts, id, epoch) = (self.w, self.opts, self.id, self.epoch);
+        let build_dir = w.build_dir(&id.stream, id.version.as_str());
+        std::fs::create_dir_all(&build_dir)
+            .with_context(|| format!("creating {}", build_dir.display()))?;
+        for a in artifacts
+            .iter_mut()
+            .chain(std::iter::once(&mut oci_archive))
+        {
+            let dest = build_dir.join(a.path.file_name().expect("named"));
+            std::fs::rename(&a.path, &dest)
+                .with_context(|| format!("renaming into {}", dest.display()))?;
+            a.path = dest;
+        }
+        // What every listed disk holds: the commit, and the image it names
+        // for upgrades. Disks of other platforms stay listed only when
+        // theirs is the same; the files of the others go once the record
+        // no longer lists them.
+        let mut meta = match w.read_meta(&id.stream, id.version.as_str())? {
+            Some(m) => m,
+            None => foreign_record(id, pretty, epoch),
+        };
+        let mut images = BTreeMap::new();
+        let mut stale: Vec<PathBuf> = Vec::new();
+        if let Some(old) = meta.disks.take() {
+            // Every file the record listed; those the new record lists too
+            // are kept below (a platform rebuilt compressed leaves no
+            // uncompressed file behind, and the other way round).
+            stale = old
+                .images
+                .values()
+                .filter(|a| !a.path.contains('/'))
+                .map(|a| build_dir.join(&a.path))
+                .collect();
+            if old.ostree_commit == id.ostree_commit && old.image_reference == id.image {
+                images = old.images;
+            }
+        }
+        for a in artifacts.iter().chain(std::iter::once(&oci_archive)) {
+            images.insert(a.platform.clone(), a.record());
+        }
+        stale.retain(|f| !images.values().any(|a| build_dir.join(&a.path) == *f));
+        meta.disks = Some(Disks {
+            ostree_commit: id.ostree_commit.clone(),
+            image_reference: id.image.clone(),
+            images,
+            artifact_url: opts.artifact_url.clone(),
+        });
+        w.write_meta(&meta)?;
+        for file in stale {
+            if let Err(e) = std::fs::remove_file(&file) {
+                tracing::warn!("removing {}: {e}", file.display());
+            }
+        }
+        let table: Vec<(&Platform, &Artifact)> =
+            self.platforms.iter().copied().zip(&artifacts).collect();
+        let location = |file: &str| match &opts.artifact_url {
+            Some(url) => format!(
+                "{}/{}/{}/{}/{file}",
+                url.trim_end_matches('/'),
+                id.stream,
+                id.version,
+                strata_workdir::record::ARCH
+            ),
+            None => file.to_string(),
+        };
+        let stream = meta::stream_json(
+            id,
+            &table,
+            &strata_workdir::record::rfc3339(epoch),
+            &location,
+        );
+        let stream_path = build_dir.join("stream.json");
+        strata_workdir::write_atomic(&stream_path, &strata_workdir::pretty(&stream)?)?;
+
+        Ok(DiskResult {
+            image: id.image.clone(),
+            digest: id.digest.clone(),
+            version: id.version.to_string(),
+            openshift_version: id.openshift_version.as_ref().map(|v| v.to_string()),
+            ostree_commit: id.ostree_commit.clone(),
+            stream: id.stream.clone(),
+            build_dir,
+            artifacts,
+            oci_archive,
+            stream_json: stream_path,
+        })
+    }
+}
+
+/// Each disk gzipped in place of itself (deterministic: the layers' gzip),
+/// its record naming the `.gz` file with the content's size and hash.
+fn compress(artifacts: &mut [Artifact]) -> Result<()> {
+    for a in artifacts {
+        let t = std::time::Instant::now();
+        let mut gz = a.path.clone().into_os_string();
+        gz.push(".gz");
+        let gz = PathBuf::from(gz);
+        let c = strata_oscontainer::gzip_file(&a.path, &gz)
+            .with_context(|| format!("compressing {}", a.path.display()))?;
+        if c.uncompressed_sha256 != a.sha256 {
+            bail!(
+                "{} changed while it was compressed (sha256 {} then {})",
+                a.path.display(),
+                a.sha256,
+                c.uncompressed_sha256
+            );
+        }
+        std::fs::remove_file(&a.path)?;
+        tracing::info!(platform = %a.platform, elapsed = ?t.elapsed(), "compressed {}", gz.display());
+        a.path = gz;
+        a.uncompressed = Some(Uncompressed {
+            size: c.uncompressed_size,
+            sha256: c.uncompressed_sha256,
+        });
+        a.size = c.size;
+        a.sha256 = c.sha256;
+    }
+    Ok(())
 }
 
 /// The record of an image built elsewhere (no compose or derive of this
