@@ -42,6 +42,8 @@ const TOOL_PACKAGES: &[(&str, &str)] = &[
     ("fsck.vfat", "dosfstools"),
     ("mcopy", "mtools"),
     ("mmd", "mtools"),
+    ("xorriso", "xorriso"),
+    ("mksquashfs", "squashfs-tools"),
     ("sfdisk", "fdisk"),
     ("qemu-img", "qemu-utils"),
     (

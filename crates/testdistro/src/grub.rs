@@ -34,13 +34,15 @@ const DEBS: &[&str] = &[
     "libdevmapper1.02.1",
 ];
 
-/// Partition tables, filesystems, the kernel loader, search by label, and
-/// what generated configs use.
+/// Partition tables, filesystems (iso9660: RHEL's image boots its install
+/// and live media too), the kernel loader, search by label, and what
+/// generated configs use.
 const MODULES: &[&str] = &[
     "part_gpt",
     "part_msdos",
     "ext2",
     "fat",
+    "iso9660",
     "linux",
     "normal",
     "configfile",

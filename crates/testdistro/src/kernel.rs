@@ -27,7 +27,6 @@ const BOOT_MODULES: &str = include_str!("../files/kernel-core-modules");
 const EXTRA_MODULES: &[&str] = &[
     "xfs",
     "btrfs",
-    "overlay",
     "e1000",
     "e1000e",
     "virtio_net",
