@@ -43,7 +43,8 @@ fuzz: deps
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
 	manifests/node-layer/coreos-ignition-firstboot-complete \
 	manifests/demo/node-layer/coreos-ignition-firstboot-complete \
-	$(filter-out %.md %.service %.cil %/kernel-core-modules,$(wildcard crates/testdistro/files/*))
+	$(filter-out %.md %.service %.cil %/kernel-core-modules,$(wildcard crates/testdistro/files/*)) \
+	$(filter-out %.service %.conf,$(wildcard crates/disk/live/*))
 
 lint:
 	shellcheck $(SHELL_SCRIPTS)

@@ -43,8 +43,8 @@ pub struct DiskArgs {
 
 /// A platform strata knows, for clap: an unknown one is a usage error.
 fn parse_platform(name: &str) -> Result<String, String> {
-    strata_disk::Platform::get(name)
-        .map(|p| p.name.to_string())
+    strata_disk::check_platform(name)
+        .map(|()| name.to_string())
         .map_err(|e| e.to_string())
 }
 

@@ -202,28 +202,73 @@ pub fn mkfs_esp(
     source: &Path,
     epoch: i64,
 ) -> Result<()> {
+    mkfs_fat(&Fat {
+        disk,
+        offset,
+        size,
+        sector_size,
+        // FAT32 needs 65525 clusters: 512-byte clusters on 512-byte
+        // sectors; FAT16 on 4K sectors (127 MiB is too small for FAT32).
+        bits: if sector_size == 512 { 32 } else { 16 },
+        volid,
+        source,
+        epoch,
+    })
+    .context("creating the EFI system partition")
+}
+
+/// A FAT filesystem filling a file of its own, labelled EFI-SYSTEM, with
+/// `source`'s content: the EFI boot image of a CD. FAT16 (at least 2 MiB)
+/// up to 32 MiB, FAT32 above.
+pub fn fat_image(path: &Path, size: u64, volid: &str, source: &Path, epoch: i64) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    file.set_len(size)?;
+    drop(file);
+    mkfs_fat(&Fat {
+        disk: path,
+        offset: 0,
+        size,
+        sector_size: 512,
+        bits: if size <= 32 << 20 { 16 } else { 32 },
+        volid,
+        source,
+        epoch,
+    })
+    .with_context(|| format!("creating the FAT image {}", path.display()))
+}
+
+struct Fat<'a> {
+    disk: &'a Path,
+    offset: u64,
+    size: u64,
+    sector_size: u64,
+    bits: u8,
+    volid: &'a str,
+    source: &'a Path,
+    epoch: i64,
+}
+
+fn mkfs_fat(fat: &Fat) -> Result<()> {
     strata_process::require("mkfs.vfat")?;
     strata_process::require("mcopy")?;
+    let (disk, offset, sector_size) = (fat.disk, fat.offset, fat.sector_size);
     strata_process::run(
         Command::new("mkfs.vfat")
-            // FAT32 needs 65525 clusters: 512-byte clusters on 512-byte
-            // sectors; FAT16 on 4K sectors (127 MiB is too small for FAT32).
-            .args(["-F", if sector_size == 512 { "32" } else { "16" }])
+            .args(["-F", &fat.bits.to_string()])
             .args(["-s", "1", "-n", "EFI-SYSTEM"])
             // --invariant first: it would override the volume id.
-            .args(["--invariant", "-i", volid])
+            .args(["--invariant", "-i", fat.volid])
             .arg("-S")
             .arg(sector_size.to_string())
             .arg(format!("--offset={}", offset / sector_size))
             .arg("-h")
             .arg((offset / sector_size).to_string())
             .arg(disk)
-            .arg((size / 1024).to_string())
-            .env("SOURCE_DATE_EPOCH", epoch.to_string()),
-    )
-    .context("creating the EFI system partition")?;
-    let mut entries: Vec<_> = std::fs::read_dir(source)
-        .with_context(|| format!("reading {}", source.display()))?
+            .arg((fat.size / 1024).to_string())
+            .env("SOURCE_DATE_EPOCH", fat.epoch.to_string()),
+    )?;
+    let mut entries: Vec<_> = std::fs::read_dir(fat.source)
+        .with_context(|| format!("reading {}", fat.source.display()))?
         .collect::<std::io::Result<_>>()?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
@@ -233,10 +278,10 @@ pub fn mkfs_esp(
                 .arg(format!("{}@@{offset}", disk.display()))
                 .arg(entry.path())
                 .arg("::/")
-                .env("SOURCE_DATE_EPOCH", epoch.to_string())
+                .env("SOURCE_DATE_EPOCH", fat.epoch.to_string())
                 .env("MTOOLS_SKIP_CHECK", "1"),
         )
-        .context("copying into the EFI system partition")?;
+        .context("copying files in")?;
     }
     Ok(())
 }

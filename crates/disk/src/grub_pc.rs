@@ -64,7 +64,48 @@ pub fn core_img(
     modules: &[&str],
     prefix: &str,
 ) -> Result<Vec<u8>> {
-    let payload = payload(&read, modules, prefix)?;
+    let rest = decompressor_and_payload(&read, modules, prefix)?;
+    let mut diskboot = read("diskboot.img")?;
+    ensure!(
+        diskboot.len() == 512,
+        "diskboot.img is {} bytes, not one 512-byte sector",
+        diskboot.len()
+    );
+    let sectors = u16::try_from(rest.len().div_ceil(512)).context("core image too large")?;
+    diskboot[BLOCKLIST_LEN..BLOCKLIST_LEN + 2].copy_from_slice(&sectors.to_le_bytes());
+    let mut core = diskboot;
+    core.extend_from_slice(&rest);
+    Ok(core)
+}
+
+/// The El Torito boot image of a CD (what grub-mkimage's
+/// `i386-pc-eltorito` format makes): `cdboot.img` (one 2048-byte CD
+/// sector, which loads the rest by the size the El Torito boot info table
+/// gives it) before a whole [`core_img`]. `prefix` without a device is
+/// read from the medium GRUB booted from.
+pub fn eltorito_img(
+    read: impl Fn(&str) -> Result<Vec<u8>>,
+    modules: &[&str],
+    prefix: &str,
+) -> Result<Vec<u8>> {
+    let mut image = read("cdboot.img")?;
+    ensure!(
+        image.len() == 2048,
+        "cdboot.img is {} bytes, not one 2048-byte CD sector",
+        image.len()
+    );
+    image.extend_from_slice(&core_img(read, modules, prefix)?);
+    Ok(image)
+}
+
+/// `lzma_decompress.img`, patched with the sizes, and the compressed
+/// payload: what follows the first sector of every BIOS core image.
+fn decompressor_and_payload(
+    read: &impl Fn(&str) -> Result<Vec<u8>>,
+    modules: &[&str],
+    prefix: &str,
+) -> Result<Vec<u8>> {
+    let payload = payload(read, modules, prefix)?;
     let compressed = lzma1(&payload)?;
     let mut decompressor = read("lzma_decompress.img")?;
     ensure!(
@@ -82,23 +123,13 @@ pub fn core_img(
         UNCOMPRESSED_SIZE,
         len_u32(payload.len())?,
     );
-    let mut diskboot = read("diskboot.img")?;
-    ensure!(
-        diskboot.len() == 512,
-        "diskboot.img is {} bytes, not one 512-byte sector",
-        diskboot.len()
-    );
     let rest = decompressor.len() + compressed.len();
     ensure!(
         rest <= MAX_CORE,
         "the core image is {rest} bytes after its first sector, more than GRUB loads ({MAX_CORE})"
     );
-    let sectors = u16::try_from(rest.div_ceil(512)).context("core image too large")?;
-    diskboot[BLOCKLIST_LEN..BLOCKLIST_LEN + 2].copy_from_slice(&sectors.to_le_bytes());
-    let mut core = diskboot;
-    core.extend_from_slice(&decompressor);
-    core.extend_from_slice(&compressed);
-    Ok(core)
+    decompressor.extend_from_slice(&compressed);
+    Ok(decompressor)
 }
 
 /// The uncompressed payload: the flattened kernel, then the module area.

@@ -24,6 +24,7 @@
 //! - [`bootloader`]: grub.cfg from BLS entries, the BIOS boot code patch.
 //! - [`grub_pc`]: BIOS GRUB's core.img assembled from the image's modules.
 //! - `raw` (private): one raw disk partitioned and its filesystems written.
+//! - [`live`]: the live ISO and PXE files, from the same deployment.
 //! - [`fs`]: mkfs.ext4/mkfs.vfat/mtools at offsets; tree walks.
 //! - `hash` (private): a disk's sha256, in steps, holes unread.
 //! - [`meta`]: aleph, platforms.json, meta.json images, stream metadata.
@@ -39,6 +40,7 @@ pub mod fs;
 pub mod grub_pc;
 mod hash;
 pub mod layout;
+pub mod live;
 pub mod meta;
 pub mod node;
 pub mod platform;
@@ -194,15 +196,29 @@ pub struct DiskResult {
     pub stream_json: PathBuf,
 }
 
+/// Whether `build` accepts the platform `name`: a row of [`PLATFORMS`], or
+/// [`live::LIVE`] (the live ISO and PXE files).
+pub fn check_platform(name: &str) -> Result<()> {
+    if name == live::LIVE {
+        return Ok(());
+    }
+    Platform::get(name).map(|_| ())
+}
+
 /// Builds the disk images of `opts.image` for `opts.platforms`.
 pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
+    let live = opts.platforms.iter().any(|p| p == live::LIVE);
     let platforms = opts
         .platforms
         .iter()
+        .filter(|p| *p != live::LIVE)
         .map(|p| Platform::get(p))
         .collect::<Result<Vec<_>>>()?;
-    if platforms.is_empty() {
+    if platforms.is_empty() && !live {
         bail!("no platform given");
+    }
+    if opts.platforms.iter().filter(|p| *p == live::LIVE).count() > 1 {
+        bail!("platform {:?} is given twice", live::LIVE);
     }
     if let Some(url) = &opts.artifact_url {
         strata_manifest::check_artifact_url(url)
@@ -233,7 +249,8 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     };
     let kver = preflight::kernel_of(&repo, &id.ostree_commit)
         .with_context(|| format!("image {}", id.image))?;
-    let bios = platforms.iter().any(|p| p.sector_size == 512);
+    // BIOS boots only 512-byte-sector disks, and live media.
+    let bios = live || platforms.iter().any(|p| p.sector_size == 512);
     preflight::check_boot_chain(&repo, &id.ostree_commit, bios)
         .with_context(|| format!("image {}", id.image))?;
     tracing::info!(commit = %id.ostree_commit, kernel = %kver, "deploying");
@@ -261,6 +278,7 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         opts,
         id: &id,
         platforms: &platforms,
+        live: live.then(|| kver.to_string()),
         epoch,
         ns: &ns,
         stage: Stage::new(staging.path()),
@@ -317,6 +335,8 @@ struct Build<'a> {
     opts: &'a DiskOptions,
     id: &'a Identity,
     platforms: &'a [&'static Platform],
+    /// Live media too: the kernel version they boot.
+    live: Option<String>,
     epoch: i64,
     ns: &'a Namespace<'a>,
     stage: Stage,
@@ -347,17 +367,45 @@ impl Build<'_> {
         let root_min = layout::root_size_for(deployed.content_size);
         tracing::debug!(elapsed = ?started.elapsed(), "sysroot prepared");
 
+        // Before the disks, which remove the sysroot once written.
+        let live = match &self.live {
+            Some(kver) => self.write_live(&deployment, kver, &files.pretty)?,
+            None => Vec::new(),
+        };
         let mut artifacts = self.write_disks(&files, root_min)?;
         match verified.join() {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(e).with_context(|| format!("image {}", self.id.image)),
             Err(_) => bail!("verifying image {} panicked", self.id.image),
         }
+        // Live media are published as they are (CoreOS's skip-compression).
         if self.opts.compress == Compress::Gzip {
             compress(&mut artifacts)?;
         }
         let oci_archive = self.write_archive(imgref)?;
-        self.move_into_place(&files.pretty, artifacts, oci_archive)
+        self.move_into_place(&files.pretty, artifacts, live, oci_archive)
+    }
+
+    /// The live ISO and PXE files, from the deployment and the sysroot.
+    fn write_live(&self, deployment: &Path, kver: &str, pretty: &str) -> Result<Vec<Artifact>> {
+        let repo = resolve::open_repo(&self.w.repo())?;
+        let metal = Platform::get("metal")?;
+        live::build(&live::Inputs {
+            ns: self.ns,
+            id: self.id,
+            deployment,
+            sysroot: &self.stage.sysroot,
+            boot: &self.stage.boot,
+            esp: &self.stage.esp,
+            work: &self.stage.dir.join("live"),
+            out: &self.stage.out,
+            kver,
+            initramfs_args: live::recorded_initramfs_args(&repo, &self.id.ostree_commit)?,
+            title: meta::live_title(pretty, self.id),
+            console_kargs: metal.console_kargs,
+            grub_commands: metal.grub_commands,
+            epoch: self.epoch,
+        })
     }
 
     /// Deploys the commit into the staged sysroot, once, with the first
@@ -370,7 +418,12 @@ impl Build<'_> {
             "rw".to_string(),
             "$ignition_firstboot".to_string(),
         ];
-        kargs.extend(self.platforms[0].kargs());
+        // Live media replace these with their own.
+        let first = match self.platforms.first() {
+            Some(p) => p,
+            None => Platform::get("metal")?,
+        };
+        kargs.extend(first.kargs());
         let job = DeployJob {
             sysroot: self.stage.sysroot.clone(),
             boot_out: self.stage.boot.clone(),
@@ -512,6 +565,7 @@ impl Build<'_> {
         &self,
         pretty: &str,
         mut artifacts: Vec<Artifact>,
+        mut live: Vec<Artifact>,
         mut oci_archive: Artifact,
     ) -> Result<DiskResult> {
         let (w, opts, id, epoch) = (self.w, self.opts, self.id, self.epoch);
@@ -520,6 +574,7 @@ impl Build<'_> {
             .with_context(|| format!("creating {}", build_dir.display()))?;
         for a in artifacts
             .iter_mut()
+            .chain(live.iter_mut())
             .chain(std::iter::once(&mut oci_archive))
         {
             let dest = build_dir.join(a.path.file_name().expect("named"));
@@ -551,7 +606,11 @@ impl Build<'_> {
                 images = old.images;
             }
         }
-        for a in artifacts.iter().chain(std::iter::once(&oci_archive)) {
+        for a in artifacts
+            .iter()
+            .chain(&live)
+            .chain(std::iter::once(&oci_archive))
+        {
             images.insert(a.platform.clone(), a.record());
         }
         stale.retain(|f| !images.values().any(|a| build_dir.join(&a.path) == *f));
@@ -582,6 +641,7 @@ impl Build<'_> {
         let stream = meta::stream_json(
             id,
             &table,
+            &live,
             &strata_workdir::record::rfc3339(epoch),
             &location,
         );
@@ -596,7 +656,7 @@ impl Build<'_> {
             ostree_commit: id.ostree_commit.clone(),
             stream: id.stream.clone(),
             build_dir,
-            artifacts,
+            artifacts: artifacts.into_iter().chain(live).collect(),
             oci_archive,
             stream_json: stream_path,
         })

@@ -74,6 +74,17 @@ pub fn bls_title(pretty_name: &str, id: &Identity, index: usize) -> String {
     format!("{pretty_name} {}{ocp} (ostree:{index})", id.version)
 }
 
+/// The live media's boot menu title and ISO application id:
+/// `<NAME> <version> (OpenShift <v>) (live)`.
+pub fn live_title(pretty_name: &str, id: &Identity) -> String {
+    let ocp = id
+        .openshift_version
+        .as_ref()
+        .map(|v| format!(" (OpenShift {v})"))
+        .unwrap_or_default();
+    format!("{pretty_name} {}{ocp} (live)", id.version)
+}
+
 /// `/boot/coreos/platforms.json`: per platform its GRUB commands and kernel
 /// arguments (the CoreOS shape), plus the version it was built for.
 pub fn platforms_json(platforms: &[Platform], id: &Identity) -> Value {
@@ -146,10 +157,26 @@ fn file_name(a: &Artifact) -> String {
 pub fn stream_json(
     id: &Identity,
     table: &[(&Platform, &Artifact)],
+    live: &[Artifact],
     last_modified: &str,
     location: &dyn Fn(&str) -> String,
 ) -> Value {
     let mut artifacts = serde_json::Map::new();
+    // Live media are formats of metal: `iso` (its `disk`) and `pxe`
+    // (kernel, initramfs, rootfs), as CoreOS streams list them.
+    for a in live {
+        let entry = artifacts
+            .entry("metal".to_string())
+            .or_insert_with(|| json!({"release": id.version, "formats": {}}));
+        let file = json!({"location": location(&file_name(a)), "sha256": a.sha256});
+        match a.platform.as_str() {
+            "live-iso" => entry["formats"]["iso"] = json!({ "disk": file }),
+            other => {
+                let part = other.trim_start_matches("live-");
+                entry["formats"]["pxe"][part] = file;
+            }
+        }
+    }
     for (p, a) in table {
         let entry = artifacts
             .entry(p.stream_platform.to_string())

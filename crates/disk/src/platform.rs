@@ -103,12 +103,13 @@ impl Platform {
         match PLATFORMS.iter().find(|p| p.name == name) {
             Some(p) => Ok(p),
             None => bail!(
-                "unknown platform {name:?} (known: {})",
+                "unknown platform {name:?} (known: {}, {})",
                 PLATFORMS
                     .iter()
                     .map(|p| p.name)
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                crate::live::LIVE
             ),
         }
     }

@@ -158,6 +158,10 @@ pub enum Job {
     Remove { path: PathBuf },
     /// Update or roll back a node's disk; answers [`NodeState`].
     Node(NodeJob),
+    /// The live initramfs, by the image's dracut in its deployment.
+    LiveInitramfs(crate::live::InitramfsJob),
+    /// Clamp a tree's times, then write its squashfs.
+    Squashfs(crate::live::SquashfsJob),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -301,6 +305,14 @@ fn run_job(job: &Job) -> Result<serde_json::Value> {
         Job::Ext4(fs) => {
             crate::fs::clamp_times(&fs.source, fs.epoch)?;
             crate::fs::mkfs_ext4(fs)?;
+            serde_json::Value::Null
+        }
+        Job::LiveInitramfs(job) => {
+            crate::live::make_initramfs(job)?;
+            serde_json::Value::Null
+        }
+        Job::Squashfs(job) => {
+            crate::live::make_squashfs(job)?;
             serde_json::Value::Null
         }
         // Root of the host or of the namespace: read-only directories do

@@ -849,3 +849,200 @@ fn hostile_labels_are_refused_and_nothing_is_written_outside_the_workdir() {
         assert!(!fresh.join("builds").join("ocp-4.13").exists());
     }
 }
+
+/// A file of an ISO as coreos-installer finds it: through the plain ISO
+/// 9660 directories (upper-case 8.3 names, `;1` dropped), one extent.
+/// Answers the file's bytes.
+fn iso_file<'a>(iso: &'a [u8], path: &str) -> &'a [u8] {
+    let u32_at = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let pvd = &iso[16 * 2048..17 * 2048];
+    assert_eq!(&pvd[..6], b"\x01CD001", "no primary volume descriptor");
+    let root = &pvd[156..156 + 34];
+    let (mut start, mut len) = (u32_at(root, 2) as usize * 2048, u32_at(root, 10) as usize);
+    for part in path.split('/') {
+        let dir = &iso[start..start + len];
+        let mut at = 0;
+        let mut found = None;
+        while at < dir.len() {
+            let size = usize::from(dir[at]);
+            if size == 0 {
+                at = (at / 2048 + 1) * 2048;
+                continue;
+            }
+            let rec = &dir[at..at + size];
+            let name = String::from_utf8_lossy(&rec[33..33 + usize::from(rec[32])]).into_owned();
+            if name.split(';').next().unwrap().trim_end_matches('.') == part {
+                found = Some((u32_at(rec, 2) as usize * 2048, u32_at(rec, 10) as usize));
+                break;
+            }
+            at += size;
+        }
+        (start, len) = found.unwrap_or_else(|| panic!("{path}: no {part} in the ISO 9660 tree"));
+    }
+    &iso[start..start + len]
+}
+
+/// The base image's live media, built once as root.
+fn live() -> &'static DiskResult {
+    static R: OnceLock<DiskResult> = OnceLock::new();
+    R.get_or_init(|| {
+        let (_, base, _) = workdir();
+        let w = fresh_workdir("work-live", 0);
+        let image = format!("oci:{}:{base}", workdir().0.join("oci").display());
+        let t = std::time::Instant::now();
+        let r = build(&DiskOptions::new(&w, image.as_str(), vec!["live".into()], worker()))
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        eprintln!("live media built in {:?}", t.elapsed());
+        r
+    })
+}
+
+fn live_artifact(name: &str) -> &'static strata_disk::Artifact {
+    live()
+        .artifacts
+        .iter()
+        .find(|a| a.platform == name)
+        .unwrap_or_else(|| panic!("no {name} artifact"))
+}
+
+/// The ISO keeps CoreOS's customisation areas where coreos-installer
+/// looks for them, the root image's squashfs is where the initramfs reads
+/// it, and the records list the four files as CoreOS's do.
+#[test]
+fn live_media_layout_and_records() {
+    let r = live();
+    let names: Vec<&str> = r.artifacts.iter().map(|a| a.platform.as_str()).collect();
+    assert_eq!(
+        names,
+        ["live-iso", "live-kernel", "live-initramfs", "live-rootfs"]
+    );
+    let iso_path = &live_artifact("live-iso").path;
+    assert!(iso_path.to_string_lossy().ends_with("-live.x86_64.iso"));
+    let iso = std::fs::read(iso_path).unwrap();
+    let volid = String::from_utf8_lossy(&iso[16 * 2048 + 40..16 * 2048 + 72])
+        .trim_end()
+        .to_string();
+    assert_eq!(volid, format!("rhcos-{}", r.version));
+
+    let igninfo: serde_json::Value =
+        serde_json::from_slice(iso_file(&iso, "COREOS/IGNINFO.JSO")).unwrap();
+    assert_eq!(igninfo, serde_json::json!({"file": "images/ignition.img"}));
+    let area = iso_file(&iso, "IMAGES/IGNITION.IMG");
+    assert_eq!(area.len(), 256 * 1024, "CoreOS's embed area size");
+    assert!(area.iter().all(|b| *b == 0), "an empty area is zeros");
+
+    let kargs: serde_json::Value =
+        serde_json::from_slice(iso_file(&iso, "COREOS/KARGS.JSO")).unwrap();
+    let default = kargs["default"].as_str().unwrap();
+    let size = kargs["size"].as_u64().unwrap() as usize;
+    assert!(size <= 2048, "coreos-installer's limit");
+    let files = kargs["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1);
+    let path = files[0]["path"].as_str().unwrap().to_ascii_uppercase();
+    let cfg = iso_file(&iso, &path);
+    let offset = files[0]["offset"].as_u64().unwrap() as usize;
+    let region = std::str::from_utf8(&cfg[offset..offset + size]).unwrap();
+    assert_eq!(
+        region,
+        format!("{default}\n{}", "#".repeat(size - default.len() - 1))
+    );
+    assert!(cfg[offset + size..].starts_with(b"# COREOS_KARG_EMBED_AREA\n"));
+    assert!(
+        default.contains("ignition.firstboot") && default.contains("ignition.platform.id=metal"),
+        "{default}"
+    );
+
+    let rootfs = iso_file(&iso, "IMAGES/PXEBOOT/ROOTFS.IMG");
+    assert_eq!(&rootfs[124..128], b"hsqs", "the squashfs starts at 124");
+    let pxe_rootfs = std::fs::read(&live_artifact("live-rootfs").path).unwrap();
+    assert!(rootfs == pxe_rootfs.as_slice(), "one root image for ISO and PXE");
+
+    // The records, as CoreOS's: meta.json images, stream.json's metal
+    // formats iso and pxe.
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+    let problems = strata_workdir::record::check_cosa_meta(&meta);
+    assert!(problems.is_empty(), "{problems:?}");
+    for a in &r.artifacts {
+        assert_eq!(meta["images"][&a.platform]["sha256"], a.sha256.as_str());
+    }
+    let stream: coreos_stream_metadata::Stream =
+        serde_json::from_slice(&std::fs::read(&r.stream_json).unwrap()).unwrap();
+    let metal = &stream.architectures["x86_64"].artifacts["metal"];
+    let iso_fmt = &metal.formats["iso"];
+    assert_eq!(
+        iso_fmt["disk"].sha256,
+        live_artifact("live-iso").sha256.as_str()
+    );
+    let pxe = &metal.formats["pxe"];
+    for (part, name) in [
+        ("kernel", "live-kernel"),
+        ("initramfs", "live-initramfs"),
+        ("rootfs", "live-rootfs"),
+    ] {
+        assert_eq!(pxe[part].sha256, live_artifact(name).sha256.as_str());
+    }
+}
+
+/// The base's ISO boots from a CD with UEFI, and its PXE files boot with
+/// the root image as a second initrd (concatenated, as PXE loaders do):
+/// both to the marker, from the image's own tree, with no disk.
+#[test]
+fn live_media_boot_from_cd_and_pxe() {
+    use strata_testdistro::boot::{boot, BootSpec, Firmware};
+    let iso = live_artifact("live-iso").path.clone();
+    let scratch = tempfile::tempdir().unwrap();
+    let initrd = scratch.path().join("initrd");
+    let mut joined = std::fs::read(&live_artifact("live-initramfs").path).unwrap();
+    joined.extend(std::fs::read(&live_artifact("live-rootfs").path).unwrap());
+    std::fs::write(&initrd, joined).unwrap();
+    let mut pxe = BootSpec::new(
+        Firmware::Direct {
+            kernel: live_artifact("live-kernel").path.clone(),
+            initrd,
+            append: "console=ttyS0,115200n8 ignition.firstboot ignition.platform.id=metal".into(),
+        },
+        PathBuf::new(),
+    );
+    pxe.memory_mib = 2048;
+    pxe.timeout = std::time::Duration::from_secs(300);
+    let mut cd = BootSpec::live_cd(Firmware::Uefi, iso);
+    cd.timeout = std::time::Duration::from_secs(300);
+    let booted = std::thread::scope(|s| {
+        let pxe = s.spawn(|| boot(&pxe));
+        let cd = s.spawn(|| boot(&cd));
+        [("PXE", pxe.join().unwrap()), ("ISO (UEFI)", cd.join().unwrap())]
+    });
+    for (how, res) in booted {
+        let res = res.unwrap_or_else(|e| panic!("{how}: {e:#}"));
+        eprintln!("{how}: {} in {:?}", res.marker, res.elapsed);
+        // The base: no OpenShift, no kubelet; the live media's command line
+        // has Ignition's first boot argument.
+        assert!(
+            res.marker.starts_with("STRATA-BOOT-OK version=")
+                && res.marker.contains("openshift=none")
+                && res.marker.contains("kubelet=no")
+                && res.marker.contains("firstboot=yes"),
+            "{how}: {}",
+            res.marker
+        );
+    }
+}
+
+/// The same image gives the same live media in another workdir, built as
+/// an ordinary user with subordinate ids (its owners mapped, never
+/// recorded).
+#[test]
+fn live_media_rebuilt_rootless_are_byte_identical() {
+    let uid = subid_user();
+    let w2 = fresh_workdir("work-live-rootless", uid);
+    let (w, base, _) = workdir();
+    let image = format!("oci:{}:{base}", w.join("oci").display());
+    let r = build_as(uid, &w2, &image, "live", None).unwrap_or_else(|e| panic!("{e}"));
+    let rebuilt = r["artifacts"].as_array().unwrap();
+    assert_eq!(rebuilt.len(), 4);
+    for (a, b) in live().artifacts.iter().zip(rebuilt) {
+        assert_eq!(b["platform"], a.platform.as_str());
+        assert_eq!(b["sha256"], a.sha256.as_str(), "{}", a.platform);
+    }
+}

@@ -91,3 +91,28 @@ fn a_missing_module_is_named() {
     let err = core_img(read, &["part_gpt", "no_such_module"], PREFIX).unwrap_err();
     assert!(format!("{err:#}").contains("no_such_module"), "{err:#}");
 }
+
+/// The El Torito image is what grub-mkimage's i386-pc-eltorito makes:
+/// cdboot.img, then the core image (its first sector, decompressor and
+/// the same payload).
+#[test]
+fn eltorito_img_is_grub_mkimages() {
+    let modules = ["iso9660", "biosdisk"];
+    let dir = tempfile::tempdir().unwrap();
+    let theirs_path = dir.path().join("eltorito.img");
+    strata_process::run(
+        Command::new("grub-mkimage")
+            .args(["-O", "i386-pc-eltorito", "-d", DIR, "-p", "/boot/grub2", "-o"])
+            .arg(&theirs_path)
+            .args(modules),
+    )
+    .expect("grub-mkimage (Debian package grub-common)");
+    let theirs = std::fs::read(&theirs_path).unwrap();
+    let ours = strata_disk::grub_pc::eltorito_img(read, &modules, "/boot/grub2").unwrap();
+    assert_eq!(ours[..2048], theirs[..2048], "cdboot.img");
+    let dec_len = read("lzma_decompress.img").unwrap().len();
+    let expected = payload(&read, &modules, "/boot/grub2").unwrap();
+    assert_eq!(carried(&theirs[2048..], dec_len), expected);
+    assert_eq!(carried(&ours[2048..], dec_len), expected);
+    assert_eq!(ours[2048..2048 + 512], theirs[2048..2048 + 512]);
+}

@@ -206,7 +206,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
     let pipeline = PipelineManifest::load(&opts.pipeline, &opts.vars)?.manifest;
     for stage in pipeline.bases.iter().chain(&pipeline.releases) {
         for p in &stage.platforms {
-            strata_disk::Platform::get(p)
+            strata_disk::check_platform(p)
                 .with_context(|| format!("{}: {}", opts.pipeline.display(), stage_name(stage)))?;
         }
     }

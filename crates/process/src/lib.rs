@@ -8,6 +8,8 @@
 //!
 //! This crate must not interpret any tool's output: callers do that.
 
+pub mod sandbox;
+
 use std::ffi::OsStr;
 use std::io::Write;
 use std::path::PathBuf;

@@ -6,9 +6,9 @@
 //! host. Nothing here decides what to run.
 
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, Result};
+use strata_process::sandbox::Sandbox;
 
 /// How the tree is laid out for the program.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -21,31 +21,14 @@ pub struct Layout {
     pub etc_in_usr_etc: bool,
 }
 
-/// Environment every program in the tree gets.
-fn base_command(root: &Path, source_date_epoch: u64, layout: &Layout) -> Command {
-    let mut cmd = Command::new("bwrap");
-    cmd.arg("--bind").arg(root).arg("/");
+/// The sandbox of a program in the tree.
+fn sandbox(root: &Path, source_date_epoch: u64, layout: &Layout) -> Sandbox {
+    let s = Sandbox::new(root, source_date_epoch);
     if layout.etc_in_usr_etc {
-        cmd.arg("--bind").arg(root.join("usr/etc")).arg("/etc");
+        s.bind(&root.join("usr/etc"), "/etc")
+    } else {
+        s
     }
-    cmd.args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
-        .args([
-            "--unshare-net",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--die-with-parent",
-        ])
-        .args([
-            "--clearenv",
-            "--setenv",
-            "PATH",
-            "/usr/sbin:/usr/bin:/sbin:/bin",
-        ])
-        .args(["--setenv", "LC_ALL", "C", "--setenv", "HOME", "/"])
-        .args(["--setenv", "SOURCE_DATE_EPOCH"])
-        .arg(source_date_epoch.to_string())
-        .arg("--");
-    cmd
 }
 
 /// Runs `argv` with the tree, laid out as `layout` says, as its root.
@@ -56,8 +39,7 @@ pub fn run_in_tree(
     argv: &[String],
 ) -> Result<()> {
     strata_process::require("bwrap")?;
-    let mut cmd = base_command(root, source_date_epoch, layout);
-    cmd.args(argv);
+    let mut cmd = sandbox(root, source_date_epoch, layout).command(argv);
     strata_process::run(&mut cmd)?;
     Ok(())
 }
@@ -66,8 +48,8 @@ pub fn run_in_tree(
 /// errors (`postprocess[1]`).
 pub fn run_script(root: &Path, source_date_epoch: u64, index: usize, script: &str) -> Result<()> {
     strata_process::require("bwrap")?;
-    let mut cmd = base_command(root, source_date_epoch, &Layout::default());
-    cmd.args(["/bin/sh", "-c", script]);
+    let argv = ["/bin/sh", "-c", script].map(String::from);
+    let mut cmd = sandbox(root, source_date_epoch, &Layout::default()).command(&argv);
     strata_process::run(&mut cmd).with_context(|| format!("postprocess[{index}] failed"))?;
     Ok(())
 }

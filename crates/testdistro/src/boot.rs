@@ -36,7 +36,10 @@ pub enum Firmware {
 #[derive(Clone, Debug)]
 pub struct BootSpec {
     pub firmware: Firmware,
+    /// The virtio disk; none when empty (a live system).
     pub disk: PathBuf,
+    /// An ISO in the CD drive (boot order: disk, then CD).
+    pub cdrom: Option<PathBuf>,
     /// `raw` or `qcow2`.
     pub disk_format: String,
     pub timeout: Duration,
@@ -51,10 +54,19 @@ pub struct BootSpec {
 }
 
 impl BootSpec {
+    /// Booting a live ISO from the CD drive, with no disk.
+    pub fn live_cd(firmware: Firmware, iso: impl Into<PathBuf>) -> Self {
+        let mut spec = Self::new(firmware, PathBuf::new());
+        spec.cdrom = Some(iso.into());
+        spec.memory_mib = 2048;
+        spec
+    }
+
     pub fn new(firmware: Firmware, disk: impl Into<PathBuf>) -> Self {
         Self {
             firmware,
             disk: disk.into(),
+            cdrom: None,
             disk_format: "raw".into(),
             timeout: Duration::from_secs(180),
             memory_mib: 1024,
@@ -82,14 +94,18 @@ pub fn boot(spec: &BootSpec) -> Result<BootResult> {
     let scratch = tempfile::tempdir()?;
     let mut cmd = Command::new("qemu-system-x86_64");
     cmd.args(["-accel", "tcg", "-nographic", "-no-reboot", "-nodefaults"])
-        .args(["-serial", "stdio", "-m", &spec.memory_mib.to_string()])
-        .arg("-drive")
-        .arg(format!(
+        .args(["-serial", "stdio", "-m", &spec.memory_mib.to_string()]);
+    if !spec.disk.as_os_str().is_empty() {
+        cmd.arg("-drive").arg(format!(
             "file={},if=virtio,format={},snapshot={}",
             spec.disk.display(),
             spec.disk_format,
             if spec.snapshot { "on" } else { "off" }
         ));
+    }
+    if let Some(iso) = &spec.cdrom {
+        cmd.arg("-cdrom").arg(iso);
+    }
     for (name, file) in &spec.fw_cfg {
         cmd.arg("-fw_cfg")
             .arg(format!("name={name},file={}", file.display()));
