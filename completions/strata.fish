@@ -103,7 +103,7 @@ complete -c strata -n "__fish_strata_using_subcommand build" -s q -l quiet -d 'L
 complete -c strata -n "__fish_strata_using_subcommand build" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand disk" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
 complete -c strata -n "__fish_strata_using_subcommand disk" -l image -d 'The image: a tag in the workdir, oci:DIR:TAG or docker://HOST/NAME:TAG' -r
-complete -c strata -n "__fish_strata_using_subcommand disk" -l platform -d 'Platforms, comma-separated: qemu, metal, metal4k' -r
+complete -c strata -n "__fish_strata_using_subcommand disk" -l platform -d 'Platforms, comma-separated: qemu, metal, metal4k, live (the live ISO and PXE files)' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l target-image -d 'The reference nodes upgrade from (where the image is published), recorded in the deployment\'s origin and the aleph file instead of --image: with it, the same image gives the same disk bytes on any machine' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l size-mib -d 'Disk size in MiB instead of the content plus headroom' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l compress -d 'Store the disks gzip-compressed, as published images are (gzip), or as written, ready to boot (none)' -r

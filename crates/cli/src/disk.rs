@@ -13,7 +13,8 @@ pub struct DiskArgs {
     /// The image: a tag in the workdir, oci:DIR:TAG or docker://HOST/NAME:TAG.
     #[arg(long)]
     pub image: String,
-    /// Platforms, comma-separated: qemu, metal, metal4k.
+    /// Platforms, comma-separated: qemu, metal, metal4k, live (the live
+    /// ISO and PXE files).
     #[arg(long, value_delimiter = ',', required = true, value_parser = parse_platform)]
     pub platform: Vec<String>,
     /// The reference nodes upgrade from (where the image is published),

@@ -324,6 +324,69 @@ fn ignition_config(dir: &Path) -> PathBuf {
 /// What the unit [`ignition_config`] writes prints on every boot.
 const IGNITION_LINE: &str = "STRATA-IGNITION-UNIT provisioned-by-ignition";
 
+/// A release's live media boot to `marker`, running its own tree (kubelet
+/// and cri-o present) from memory with no disk: the ISO from a CD with
+/// BIOS, with an Ignition config embedded as coreos-installer embeds one
+/// (Ignition applies it), and with UEFI (q35); the PXE kernel with the
+/// initramfs and root image concatenated, as PXE loaders load two
+/// initrds.
+fn boot_live_media(artifacts: &Value, dir: &Path, marker: &str) {
+    use strata_testdistro::boot::{boot, BootSpec, Firmware};
+    let path_of = |platform: &str| -> PathBuf {
+        let a = artifacts
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["platform"] == platform)
+            .unwrap_or_else(|| panic!("no {platform} in {artifacts}"));
+        PathBuf::from(s(&a["path"]))
+    };
+    let mut iso = std::fs::read(path_of("live-iso")).unwrap();
+    let config = std::fs::read(ignition_config(dir)).unwrap();
+    strata_testdistro::iso::embed_ignition(&mut iso, &config).unwrap();
+    let embedded = dir.join("live-embedded.iso");
+    std::fs::write(&embedded, &iso).unwrap();
+    let initrd = dir.join("live-pxe-initrd");
+    let mut joined = std::fs::read(path_of("live-initramfs")).unwrap();
+    joined.extend(std::fs::read(path_of("live-rootfs")).unwrap());
+    std::fs::write(&initrd, joined).unwrap();
+
+    let cd_bios = BootSpec::live_cd(Firmware::Bios, &embedded);
+    let cd_uefi = BootSpec::live_cd(Firmware::Uefi, path_of("live-iso"));
+    let mut pxe = BootSpec::new(
+        Firmware::Direct {
+            kernel: path_of("live-kernel"),
+            initrd,
+            append: "console=ttyS0,115200n8 ignition.firstboot ignition.platform.id=metal".into(),
+        },
+        PathBuf::new(),
+    );
+    pxe.memory_mib = 2048;
+    let booted = std::thread::scope(|scope| {
+        [
+            ("ISO with a config (BIOS)", &cd_bios),
+            ("ISO (UEFI)", &cd_uefi),
+            ("PXE", &pxe),
+        ]
+        .map(|(how, spec)| {
+            let mut spec = spec.clone();
+            spec.timeout = Duration::from_secs(360);
+            (how, scope.spawn(move || boot(&spec)))
+        })
+        .map(|(how, t)| (how, t.join().unwrap()))
+    });
+    for (how, res) in booted {
+        let res = res.unwrap_or_else(|e| panic!("{how}: {e:#}"));
+        eprintln!("live, {how}: booted in {:?}", res.elapsed);
+        assert_eq!(res.marker, marker, "{how}");
+        assert_eq!(
+            res.console.contains(IGNITION_LINE),
+            how.contains("config"),
+            "{how}: Ignition applied the embedded config, and nothing else"
+        );
+    }
+}
+
 /// Boots the node's disk, keeping what the guest writes; the marker line
 /// and the console.
 fn boot_node(
@@ -395,7 +458,11 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
             .iter()
             .map(|a| s(&a["platform"]))
             .collect();
-        assert_eq!(platforms, ["qemu", "metal"]);
+        let mut expected = vec!["qemu", "metal"];
+        if r == "4.13" {
+            expected.extend(["live-iso", "live-kernel", "live-initramfs", "live-rootfs"]);
+        }
+        assert_eq!(platforms, expected);
         for a in disks["artifacts"].as_array().unwrap() {
             assert!(Path::new(s(&a["path"])).exists());
         }
@@ -471,6 +538,18 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
         assert_eq!(stream.stream, format!("rhcos-{r}"));
         let qcow = &stream.architectures["x86_64"].artifacts["qemu"].formats["qcow2"]["disk"];
         assert_eq!(qcow.sha256, s(&rel["disks"]["artifacts"][0]["sha256"]));
+        let metal = &stream.architectures["x86_64"].artifacts["metal"].formats;
+        assert_eq!(metal.contains_key("iso"), r == "4.13");
+        if r == "4.13" {
+            assert_eq!(
+                metal["iso"]["disk"].sha256,
+                s(&rel["disks"]["artifacts"][2]["sha256"])
+            );
+            assert_eq!(
+                metal["pxe"]["rootfs"].sha256,
+                s(&rel["disks"]["artifacts"][5]["sha256"])
+            );
+        }
         let cm: serde_yaml::Value = serde_yaml::from_slice(
             &std::fs::read(dir.join(s(&entry["bootimages_configmap"]))).unwrap(),
         )
@@ -512,11 +591,18 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let config = ignition_config(tmp.path());
     let marker = |version: &str, firstboot: &str| {
         format!(
-            "STRATA-BOOT-OK version={version} openshift=4.13 init=systemd kubelet=yes \
+            "STRATA-BOOT-OK version={version} openshift=4.13 init=systemd kubelet=yes crio=yes \
              firstboot={firstboot}"
         )
     };
     use strata_testdistro::boot::Firmware::{Bios, Uefi};
+    // The release's live media boot beside the node.
+    let live = std::thread::spawn({
+        let artifacts = rel["disks"]["artifacts"].clone();
+        let dir = tmp.path().to_path_buf();
+        let expected = marker(&version_a, "yes");
+        move || boot_live_media(&artifacts, &dir, &expected)
+    });
     let (booted, console) = boot_node(&node, Uefi, Some(&config));
     assert_eq!(booted, marker(&version_a, "yes"));
     assert!(console.contains(IGNITION_LINE), "{console}");
@@ -525,6 +611,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let (booted, console) = boot_node(&node, Bios, None);
     assert_eq!(booted, marker(&version_a, "no"));
     assert!(console.contains(IGNITION_LINE), "{console}");
+    live.join().expect("the live media's boots");
     eprintln!(
         "step 1 (and the node's first boots) done at {:?}",
         started.elapsed()

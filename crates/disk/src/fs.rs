@@ -221,7 +221,8 @@ pub fn mkfs_esp(
 /// `source`'s content: the EFI boot image of a CD. FAT16 (at least 2 MiB)
 /// up to 32 MiB, FAT32 above.
 pub fn fat_image(path: &Path, size: u64, volid: &str, source: &Path, epoch: i64) -> Result<()> {
-    let file = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     file.set_len(size)?;
     drop(file);
     mkfs_fat(&Fat {

@@ -139,6 +139,20 @@ pub struct SquashfsJob {
 /// deployment for dracut to find and removed afterwards, whatever
 /// happened.
 pub(crate) fn make_initramfs(job: &InitramfsJob) -> Result<()> {
+    // The module goes where the image's tree says, never through a link
+    // (which could lead out of the tree).
+    let parent = Path::new(MODULE_DIR).parent().expect("a parent");
+    let mut at = job.deployment.clone();
+    for part in parent.components() {
+        at.push(part);
+        let meta = std::fs::symlink_metadata(&at);
+        if !meta.is_ok_and(|m| m.is_dir()) {
+            bail!(
+                "the image's /{} is not a directory: its dracut has no modules to add strata's live module to",
+                parent.display()
+            );
+        }
+    }
     let dir = job.deployment.join(MODULE_DIR);
     if std::fs::symlink_metadata(&dir).is_ok() {
         bail!(
@@ -193,7 +207,8 @@ fn run_dracut(job: &InitramfsJob, module_dir: &Path) -> Result<()> {
     // user namespace mknod fails, and dracut would leave them out).
     .setenv("DRACUT_NO_MKNOD", "1")
     .command(&argv);
-    strata_process::run(&mut cmd).context("the image's dracut failed to make the live initramfs")?;
+    strata_process::run(&mut cmd)
+        .context("the image's dracut failed to make the live initramfs")?;
     append_device_nodes(&job.out, job.epoch)
 }
 
@@ -304,7 +319,11 @@ pub(crate) fn build(inputs: &Inputs) -> Result<Vec<Artifact>> {
     let base = format!("{}-{}", id.osname, id.version);
     let names = [
         ("live-iso", "iso", format!("{base}-live.x86_64.iso")),
-        ("live-kernel", "kernel", format!("{base}-live-kernel-x86_64")),
+        (
+            "live-kernel",
+            "kernel",
+            format!("{base}-live-kernel-x86_64"),
+        ),
         (
             "live-initramfs",
             "initramfs",
@@ -435,6 +454,13 @@ fn live_kargs(inputs: &Inputs) -> Result<Vec<String>> {
         })
         .map(String::from)
         .collect();
+    // They go into a GRUB configuration: nothing GRUB would read as syntax.
+    if let Some(bad) = kargs.iter().find(|a| {
+        !a.chars()
+            .all(|c| c.is_ascii_graphic() && !"'\"\\$;{}#".contains(c))
+    }) {
+        bail!("the image's kernel argument {bad:?} cannot go into the live media's boot menu");
+    }
     kargs.extend(inputs.console_kargs.iter().map(|s| s.to_string()));
     kargs.extend(["ignition.firstboot", "ignition.platform.id=metal"].map(String::from));
     Ok(kargs)
@@ -464,7 +490,9 @@ fn iso_tree(
     std::fs::write(iso.join(IGNITION_IMG), vec![0u8; IGNITION_AREA])?;
 
     // BIOS: the image's GRUB modules, and its El Torito image.
-    let modules = iso.join(GRUB_PREFIX.trim_start_matches('/')).join("i386-pc");
+    let modules = iso
+        .join(GRUB_PREFIX.trim_start_matches('/'))
+        .join("i386-pc");
     fs::copy_tree_in_root(inputs.deployment, grub_pc::MODULE_DIR, &modules).with_context(|| {
         format!(
             "the image has no BIOS GRUB (/{}, {})",
@@ -473,7 +501,10 @@ fn iso_tree(
         )
     })?;
     let read = |name: &str| {
-        fs::read_in_root(inputs.deployment, &format!("{}/{name}", grub_pc::MODULE_DIR))
+        fs::read_in_root(
+            inputs.deployment,
+            &format!("{}/{name}", grub_pc::MODULE_DIR),
+        )
     };
     let eltorito = grub_pc::eltorito_img(read, ELTORITO_MODULES, GRUB_PREFIX)
         .context("assembling BIOS GRUB's El Torito image")?;
@@ -534,7 +565,8 @@ pub struct KargsArea {
 /// live system, its kernel arguments followed by the `#` run that makes
 /// their area.
 fn grub_cfg(inputs: &Inputs, volid: &str, kargs: &[String]) -> (String, KargsArea) {
-    let mut cfg = String::from("# Written by strata: the live media's boot menu (BIOS and UEFI).\n");
+    let mut cfg =
+        String::from("# Written by strata: the live media's boot menu (BIOS and UEFI).\n");
     for c in inputs.grub_commands {
         cfg.push_str(c);
         cfg.push('\n');
@@ -626,9 +658,7 @@ fn write_rootfs(squashfs: &Path, to: &Path, epoch: i64) -> Result<()> {
     std::io::copy(&mut std::fs::File::open(squashfs)?, &mut out)?;
     out.write_all(&vec![0u8; pad4(len)])?;
     out.write_all(&cpio_entry(&CpioEntry::trailer()))?;
-    out.into_inner()
-        .map_err(|e| e.into_error())?
-        .sync_all()?;
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     Ok(())
 }
 
@@ -717,15 +747,26 @@ fn write_iso(tree: &Path, out: &Path, volid: &str, title: &str, epoch: i64) -> R
             .args(["-as", "mkisofs", "-quiet", "-o"])
             .arg(out)
             .args(["-V", volid, "-volset", volid, "-A", &application])
-            .args(["-R", "-J", "-joliet-long"])
+            // Rational Rock: owners root, permissions normalised, whoever
+            // builds.
+            .args(["-r", "-J", "-joliet-long"])
             .arg(format!("--modification-date={date}"))
             .args(["-b", "images/eltorito.img", "-c", "images/boot.cat"])
             .args(["-no-emul-boot", "-boot-load-size", "4", "-boot-info-table"])
             .arg("--grub2-boot-info")
             .arg("--grub2-mbr")
             .arg(&hybrid)
-            .args(["-eltorito-alt-boot", "-e", "images/efiboot.img", "-no-emul-boot"])
-            .args(["-efi-boot-part", "--efi-boot-image", "--protective-msdos-label"])
+            .args([
+                "-eltorito-alt-boot",
+                "-e",
+                "images/efiboot.img",
+                "-no-emul-boot",
+            ])
+            .args([
+                "-efi-boot-part",
+                "--efi-boot-image",
+                "--protective-msdos-label",
+            ])
             .arg(tree)
             .env("SOURCE_DATE_EPOCH", epoch.to_string()),
     )

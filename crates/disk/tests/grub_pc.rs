@@ -102,7 +102,15 @@ fn eltorito_img_is_grub_mkimages() {
     let theirs_path = dir.path().join("eltorito.img");
     strata_process::run(
         Command::new("grub-mkimage")
-            .args(["-O", "i386-pc-eltorito", "-d", DIR, "-p", "/boot/grub2", "-o"])
+            .args([
+                "-O",
+                "i386-pc-eltorito",
+                "-d",
+                DIR,
+                "-p",
+                "/boot/grub2",
+                "-o",
+            ])
             .arg(&theirs_path)
             .args(modules),
     )

@@ -84,8 +84,7 @@ impl Sandbox {
         for (name, value) in &self.env {
             cmd.args(["--setenv", name, value]);
         }
-        cmd.arg("--")
-            .args(argv);
+        cmd.arg("--").args(argv);
         cmd
     }
 }

@@ -1424,14 +1424,25 @@ fn rhocp_packages(ing: &Ingredients, release: &str) -> Vec<PkgSpec> {
     };
     let tag = format!("rhaos{release}.el{}", fl.major());
     let ocp = format!("{release}.0");
+    // RHEL's cri-o: the daemon is /usr/bin/crio, its configuration in
+    // /etc/crio.
+    let mut cri_o = ordinary(
+        "cri-o",
+        crio,
+        &format!("4.{tag}"),
+        9_000_000,
+        &["conmon", "containers-common", "runc", "iptables"],
+    );
+    for f in &mut cri_o.files {
+        match f.path.as_str() {
+            "/usr/bin/cri-o" => f.path = "/usr/bin/crio".into(),
+            "/etc/cri-o.conf" => f.path = "/etc/crio/crio.conf".into(),
+            _ => {}
+        }
+    }
+    cri_o.files.push(FileSpec::dir("/etc/crio", 0o755));
     let mut pkgs = vec![
-        ordinary(
-            "cri-o",
-            crio,
-            &format!("4.{tag}"),
-            9_000_000,
-            &["conmon", "containers-common", "runc", "iptables"],
-        ),
+        cri_o,
         ordinary(
             "cri-tools",
             tools,

@@ -45,6 +45,7 @@ mod distro;
 mod flavour;
 mod grub;
 pub mod initrd;
+pub mod iso;
 mod kernel;
 mod keys;
 mod native;
