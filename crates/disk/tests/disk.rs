@@ -931,6 +931,15 @@ fn live_media_layout_and_records() {
         rootfs == pxe_rootfs.as_slice(),
         "one root image for ISO and PXE"
     );
+    // The live system carries the aleph file, OpenShift version included:
+    // squashfs-tools read it 124 bytes into the root image.
+    let aleph: serde_json::Value = serde_json::from_str(&run(Command::new("unsquashfs")
+        .args(["-o", "124", "-cat"])
+        .arg(&artifact("live-rootfs").path)
+        .arg(".coreos-aleph-version.json")))
+    .unwrap();
+    assert_eq!(aleph["openshift-version"], "4.13");
+    assert_eq!(aleph["version"], r.version.as_str());
 
     // The records, as CoreOS's: meta.json images, stream.json's metal
     // formats iso and pxe.

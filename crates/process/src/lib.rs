@@ -46,6 +46,7 @@ const TOOL_PACKAGES: &[(&str, &str)] = &[
     ("mmd", "mtools"),
     ("xorriso", "xorriso"),
     ("mksquashfs", "squashfs-tools"),
+    ("unsquashfs", "squashfs-tools"),
     ("sfdisk", "fdisk"),
     ("qemu-img", "qemu-utils"),
     (
