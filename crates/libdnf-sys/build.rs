@@ -81,6 +81,8 @@ fn main() {
         "g_ptr_array_unref",
         "g_quark_to_string",
         "g_log_set_handler",
+        "g_signal_connect_data",
+        "g_signal_handler_disconnect",
         "rpmKeyringNew",
         "rpmKeyringFree",
         "rpmExpand",

@@ -42,7 +42,10 @@ pub(crate) fn run(args: ComposeArgs) -> Result<ExitCode> {
         .vars(vars)
         .lockfile(args.lockfile.clone())
         .overrides(args.overrides.clone());
+    // Byte bars (downloads, layers) on a terminal.
+    let live = crate::progress::Live::on_terminal();
     let result = strata_compose::compose(&opts)?;
+    drop(live);
     let pushed = match &args.push {
         Some(dest) => Some(args.registry.push(&result.image, &result.digest, dest)?),
         None => None,

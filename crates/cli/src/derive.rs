@@ -65,7 +65,10 @@ pub(crate) fn run(args: DeriveArgs) -> Result<ExitCode> {
     .vars(vars)
     .overrides(args.override_rpms.clone())
     .transport(args.registry.transport());
+    // Byte bars (layers) on a terminal.
+    let live = crate::progress::Live::on_terminal();
     let results = strata_derive::derive(&opts)?;
+    drop(live);
     let mut pushed = Vec::new();
     for r in &results {
         pushed.push(match &args.push {

@@ -73,7 +73,10 @@ pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
             .target_image(args.target_image.clone())
             .compress(args.compress)
             .artifact_url(args.artifact_url.clone());
+    // Byte bars (hashing, compression) on a terminal.
+    let live = crate::progress::Live::on_terminal();
     let r = strata_disk::build(&opts)?;
+    drop(live);
     if args.json {
         println!("{}", serde_json::to_string(&disk_json(&r))?);
     } else {

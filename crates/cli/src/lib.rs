@@ -10,6 +10,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 mod build;
 mod compose;
@@ -129,17 +132,29 @@ fn init_logging(log: &LogArgs) {
         None => tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    // The libraries' byte progress is for the bars, never the log.
+    let filter = filter.add_directive(
+        format!("{}=off", strata_process::progress::TARGET)
+            .parse()
+            .expect("a valid directive"),
+    );
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(progress::LogWriter)
         .with_target(false);
-    // A second call (a test driving `run` twice) keeps the first subscriber.
-    let _ = match log.log_format {
-        LogFormat::Text => builder
+    let fmt = match log.log_format {
+        LogFormat::Text => fmt
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .try_init(),
-        LogFormat::Json => builder.json().with_ansi(false).try_init(),
+            .boxed(),
+        LogFormat::Json => fmt.json().with_ansi(false).boxed(),
     };
+    let bars = progress::Bars::default().with_filter(tracing_subscriber::filter::filter_fn(|m| {
+        m.target() == strata_process::progress::TARGET
+    }));
+    // A second call (a test driving `run` twice) keeps the first subscriber.
+    let _ = tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(bars)
+        .try_init();
 }
 
 /// How a stage starts its worker: this very binary with the hidden

@@ -18,6 +18,7 @@ pub(crate) struct FileHasher {
     size: u64,
     pos: u64,
     h: Sha256,
+    meter: strata_process::progress::Meter,
 }
 
 impl FileHasher {
@@ -27,12 +28,14 @@ impl FileHasher {
         let file =
             std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let size = file.metadata()?.len();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
         Ok(Self {
             file,
             path: path.to_path_buf(),
             size,
             pos: 0,
             h: Sha256::new(),
+            meter: strata_process::progress::Meter::new(format!("hashing {name}"), size),
         })
     }
 
@@ -40,6 +43,7 @@ impl FileHasher {
     pub(crate) fn advance_to(&mut self, end: u64) -> Result<()> {
         use std::os::unix::fs::FileExt;
         let end = end.min(self.size);
+        let from = self.pos;
         let reading = || format!("reading {}", self.path.display());
         let zeros = vec![0u8; Self::CHUNK];
         let mut buf = vec![0u8; Self::CHUNK];
@@ -72,6 +76,7 @@ impl FileHasher {
                 self.pos += n as u64;
             }
         }
+        self.meter.add(self.pos - from);
         Ok(())
     }
 

@@ -39,6 +39,10 @@ use crate::{fs, grub_pc, hash};
 /// The platform name that asks for live media.
 pub const LIVE: &str = "live";
 
+/// The live media's names in the build's record (meta.json `images`), in
+/// the order a build lists them. Never compressed.
+pub const IMAGES: [&str; 4] = ["live-iso", "live-kernel", "live-initramfs", "live-rootfs"];
+
 /// The dracut module, as dracut's `--add` names it.
 const MODULE: &str = "strata-live";
 /// Where the module is placed in the deployment while dracut runs.
@@ -375,7 +379,7 @@ pub(crate) fn build(inputs: &Inputs) -> Result<Vec<Artifact>> {
 
     let iso = inputs.work.join("iso");
     let kargs = live_kargs(inputs)?;
-    let volid = volume_id(id.osname.as_str(), &id.version.to_string());
+    let volid = volume_id(id.osname.as_str(), id.version.as_ref());
     iso_tree(inputs, &iso, &volid, &kargs, [&path(1), &path(2), &path(3)])?;
     write_iso(&iso, &path(0), &volid, &inputs.title, inputs.epoch)?;
     tracing::info!(elapsed = ?t.elapsed(), "wrote {}", names[0].2);

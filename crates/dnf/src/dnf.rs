@@ -474,7 +474,19 @@ impl Resolved<'_> {
             return Ok(());
         };
         self.tx.prepare(&self.goal)?;
-        self.tx.download()?;
+        // A bar only when something is fetched (local repositories are
+        // read in place and report nothing).
+        let total: u64 = self.packages.iter().map(|p| p.download_size).sum();
+        let count = self.packages.len();
+        let mut meter: Option<strata_process::progress::Meter> = None;
+        self.tx.download(&mut |percent| {
+            let meter = meter.get_or_insert_with(|| {
+                strata_process::progress::Meter::new(format!("downloading {count} packages"), total)
+            });
+            let done = total / 100 * u64::from(percent.min(100));
+            meter.add(done.saturating_sub(meter.done()));
+        })?;
+        drop(meter);
 
         let mut keyrings: BTreeMap<String, Option<Keyring>> = BTreeMap::new();
         for (i, pkg) in self.packages.iter_mut().enumerate() {

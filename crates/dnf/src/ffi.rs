@@ -743,12 +743,49 @@ impl Transaction<'_> {
 
     /// `dnf_transaction_download`: downloads the packages `prepare` found
     /// missing into their repository's cache directory (librepo verifies each
-    /// against the repodata checksum).
-    pub(crate) fn download(&self) -> Result<(), Error> {
+    /// against the repodata checksum). `on_percent` hears how far it is
+    /// (0–100), while it runs only.
+    pub(crate) fn download(&self, on_percent: &mut dyn FnMut(u32)) -> Result<(), Error> {
         let state = State::new()?;
+        let mut callback: &mut dyn FnMut(u32) = on_percent;
+        let data = (&mut callback as *mut &mut dyn FnMut(u32)).cast::<std::ffi::c_void>();
+        // SAFETY: the handler's type is the signal's (instance, guint,
+        // user data), as GLib's callbacks are cast to GCallback; `data`
+        // points at `callback`, which outlives the handler: it is
+        // disconnected below, before `callback` goes out of scope, and the
+        // signal is emitted only from within dnf_transaction_download, on
+        // this thread.
+        let handler = unsafe {
+            let f: unsafe extern "C" fn(
+                *mut sys::DnfState,
+                std::ffi::c_uint,
+                *mut std::ffi::c_void,
+            ) = percentage_changed;
+            sys::g_signal_connect_data(
+                state.ptr().cast(),
+                c"percentage-changed".as_ptr(),
+                Some(std::mem::transmute::<
+                    unsafe extern "C" fn(
+                        *mut sys::DnfState,
+                        std::ffi::c_uint,
+                        *mut std::ffi::c_void,
+                    ),
+                    unsafe extern "C" fn(),
+                >(f)),
+                data,
+                None,
+                0,
+            )
+        };
         // SAFETY: valid transaction and state.
-        gcall(|e| unsafe { sys::dnf_transaction_download(self.ptr(), state.ptr(), e) })
-            .map_err(|e| e.into_error("downloading packages"))
+        let result =
+            gcall(|e| unsafe { sys::dnf_transaction_download(self.ptr(), state.ptr(), e) })
+                .map_err(|e| e.into_error("downloading packages"));
+        if handler != 0 {
+            // SAFETY: the handler connected above, on a live instance.
+            unsafe { sys::g_signal_handler_disconnect(state.ptr().cast(), handler) };
+        }
+        result
     }
 
     /// `dnf_transaction_commit`: the rpm transaction into the install root.
@@ -758,6 +795,19 @@ impl Transaction<'_> {
         gcall(|e| unsafe { sys::dnf_transaction_commit(self.ptr(), goal.ptr, state.ptr(), e) })
             .map_err(|e| e.into_error("running the rpm transaction"))
     }
+}
+
+/// DnfState's `percentage-changed` handler: calls the closure `data`
+/// points at (see [`Transaction::download`]).
+unsafe extern "C" fn percentage_changed(
+    _state: *mut sys::DnfState,
+    percent: std::ffi::c_uint,
+    data: *mut std::ffi::c_void,
+) {
+    // SAFETY: `data` is the `&mut dyn FnMut(u32)` `download` passed, alive
+    // while the handler is connected.
+    let callback = unsafe { &mut *data.cast::<&mut dyn FnMut(u32)>() };
+    callback(percent);
 }
 
 /// The scriptlet failures rpm logs while a transaction runs. rpm keeps

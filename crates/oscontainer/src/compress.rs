@@ -273,8 +273,13 @@ pub struct Compressed {
 pub fn gzip_file(src: &Path, dest: &Path) -> crate::Result<Compressed> {
     let reading = || format!("reading {}", src.display());
     let compressing = || format!("compressing {} into {}", src.display(), dest.display());
-    let mut input =
-        std::fs::File::open(src).context_with(|| format!("opening {}", src.display()))?;
+    let input = std::fs::File::open(src).context_with(|| format!("opening {}", src.display()))?;
+    let total = input.metadata().map(|m| m.len()).unwrap_or(0);
+    let name = src.file_name().unwrap_or_default().to_string_lossy();
+    let mut input = strata_process::progress::MeteredRead::new(
+        input,
+        strata_process::progress::Meter::new(format!("compressing {name}"), total),
+    );
     let mut out = ArtifactFile::create(dest)?;
     let mut gz = GzipWriter::new(&mut out).context_with(compressing)?;
     let mut hash = Sha256::new();

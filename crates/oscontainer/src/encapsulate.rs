@@ -335,10 +335,29 @@ pub fn encapsulate(
 
     let ocidir = Layout::ocidir(oci)?;
     let repo_path = repo.to_path_buf();
+    let size_of = |job: &Job| -> u64 {
+        job.objects
+            .iter()
+            .filter_map(|c| tree.objects.get(*c))
+            .map(ContentObject::size)
+            .sum()
+    };
+    let meter = std::sync::Mutex::new(strata_process::progress::Meter::new(
+        format!("compressing {} layers", jobs.len()),
+        jobs.iter().map(size_of).sum(),
+    ));
     let written: Vec<Result<ocidir::Layer>> = jobs
         .par_iter()
-        .map(|job| write_layer(&ocidir, &repo_path, &tree, job, opts.compression))
+        .map(|job| {
+            let layer = write_layer(&ocidir, &repo_path, &tree, job, opts.compression);
+            meter
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(size_of(job));
+            layer
+        })
         .collect();
+    drop(meter);
     let mut layers = Vec::with_capacity(written.len());
     for w in written {
         layers.push(w?);

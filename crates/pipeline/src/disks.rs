@@ -107,13 +107,26 @@ pub fn existing(
     if !build_dir.join("stream.json").exists() {
         return Ok(None);
     }
+    // Disks first, then the live media's files, as a build lists them.
+    let live = platforms.iter().any(|p| p == strata_disk::live::LIVE);
+    let names = platforms
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != strata_disk::live::LIVE)
+        .chain(
+            live.then_some(strata_disk::live::IMAGES)
+                .into_iter()
+                .flatten(),
+        );
     let mut out = Vec::new();
-    for p in platforms {
+    for p in names {
         let Some(img) = disks.images.get(p) else {
             return Ok(None);
         };
-        let compressed = img.uncompressed_sha256.is_some();
-        if compressed != (store.compress == strata_disk::Compress::Gzip) {
+        // Live media are stored as they are, whatever the disks' store.
+        let gzip = store.compress == strata_disk::Compress::Gzip
+            && !strata_disk::live::IMAGES.contains(&p);
+        if img.uncompressed_sha256.is_some() != gzip {
             return Ok(None);
         }
         let artifact = build_dir.join(&img.path);
@@ -122,7 +135,7 @@ pub fn existing(
             _ => return Ok(None),
         }
         out.push(Artifact {
-            platform: p.clone(),
+            platform: p.to_string(),
             format: img.format.clone(),
             path: artifact,
             size: img.size,
@@ -194,5 +207,57 @@ mod tests {
         // A truncated artifact is not a disk.
         std::fs::write(d.path().join("rhcos-1-qemu.x86_64.qcow2"), b"di").unwrap();
         assert_eq!(existing(d.path(), "c1", None, &qemu).unwrap(), None);
+    }
+
+    /// `live` is the live media's four files, after the disks, stored as
+    /// they are when the disks are gzipped.
+    #[test]
+    fn live_media_exist_when_all_four_files_do() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("stream.json"), b"{}").unwrap();
+        let mut images = serde_json::Map::new();
+        std::fs::write(d.path().join("q.qcow2.gz"), b"gz").unwrap();
+        images.insert(
+            "qemu".into(),
+            serde_json::json!({"path": "q.qcow2.gz", "size": 2, "sha256": "q", "format": "qcow2",
+                "uncompressed-sha256": "u", "uncompressed-size": 9}),
+        );
+        for name in strata_disk::live::IMAGES {
+            std::fs::write(d.path().join(name), b"live").unwrap();
+            images.insert(
+                name.into(),
+                serde_json::json!({"path": name, "size": 4, "sha256": name, "format": "x"}),
+            );
+        }
+        let m = serde_json::json!({
+            "stream": "ocp-4.13", "version": "1", "name": "rhcos", "summary": "s",
+            "inputhash": "", "ostree_commit": "c1", "source_date_epoch": 0,
+            "disks": {"ostree_commit": "c1", "image_reference": "docker://r1/os:1", "images": images},
+        });
+        std::fs::write(d.path().join("strata.json"), m.to_string()).unwrap();
+        let gzip = Store {
+            compress: strata_disk::Compress::Gzip,
+            artifact_url: None,
+        };
+        let platforms = ["live", "qemu"].map(String::from);
+        let found = existing(d.path(), "c1", None, &platforms, &gzip)
+            .unwrap()
+            .unwrap();
+        let names: Vec<&str> = found.iter().map(|a| a.platform.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "qemu",
+                "live-iso",
+                "live-kernel",
+                "live-initramfs",
+                "live-rootfs"
+            ]
+        );
+        std::fs::remove_file(d.path().join("live-rootfs")).unwrap();
+        assert_eq!(
+            existing(d.path(), "c1", None, &platforms, &gzip).unwrap(),
+            None
+        );
     }
 }

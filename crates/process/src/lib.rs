@@ -8,6 +8,7 @@
 //!
 //! This crate must not interpret any tool's output: callers do that.
 
+pub mod progress;
 pub mod sandbox;
 
 use std::ffi::OsStr;
