@@ -26,6 +26,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use strata_dnf::Package;
+use strata_workdir::record::nevra_name;
 
 pub const FILE_NAME: &str = "manifest-lock.x86_64.json";
 
@@ -133,9 +134,10 @@ impl Lockfile {
 /// The source package's name from its file name (`bash-4.4.20-4.el8_6.src.rpm`
 /// -> `bash`), as rpm-ostree records it.
 pub fn source_name(source_rpm: &str) -> Option<&str> {
-    let mut parts = source_rpm.rsplitn(3, '-');
-    let (_, _, name) = (parts.next()?, parts.next()?, parts.next()?);
-    Some(name)
+    // The file name is a NEVRA with `.src.rpm` for the arch; one without
+    // version and release comes back whole.
+    let name = nevra_name(source_rpm);
+    (name.len() < source_rpm.len()).then_some(name)
 }
 
 /// The newest `<timestamp>` of a repo's repomd.xml: the repo's metadata
@@ -364,6 +366,7 @@ mod tests {
             Some("kernel-rt")
         );
         assert_eq!(source_name("x.src.rpm"), None);
+        assert_eq!(source_name("x-1.src.rpm"), None);
         let d = tempfile::tempdir().unwrap();
         let repomd = d.path().join("repomd.xml");
         std::fs::write(
