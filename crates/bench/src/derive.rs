@@ -15,6 +15,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{ensure, Context, Result};
 use strata_testdistro::spec::{FileSpec, PkgSpec};
 use strata_testdistro::Fixture;
+use strata_workdir::record::nevra_name;
 
 use crate::{median, mib, ratio, row, scale_manifest, secs, timed};
 
@@ -266,7 +267,7 @@ fn umoci_baseline(fixture: &Fixture, base: &Base, dir: &Path, packages: &[String
     }
     let names: Vec<String> = packages
         .iter()
-        .map(|nevra| nevra.rsplitn(3, '-').nth(2).unwrap_or(nevra).to_string())
+        .map(|nevra| nevra_name(nevra).to_string())
         .collect();
     strata_process::run(
         Command::new("dnf")

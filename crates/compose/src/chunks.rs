@@ -148,14 +148,4 @@ mod tests {
             assert_eq!(zstream_rebuilds(release), want, "{release}");
         }
     }
-
-    #[test]
-    fn names_of_nevras() {
-        assert_eq!(nevra_name("glibc-2.28-189.5.el8_6.x86_64"), "glibc");
-        assert_eq!(
-            nevra_name("openssl-libs-1:1.1.1k-7.el8_6.x86_64"),
-            "openssl-libs"
-        );
-        assert_eq!(nevra_name("odd"), "odd");
-    }
 }

@@ -9,29 +9,38 @@
 //! ostree conventions, commit, and record the build. Nothing in the workdir
 //! changes until the commit is written and the build recorded.
 //!
+//! [`compose`] sets up (`Compose`), resolves and hashes; a new version is
+//! a `Build`, whose `run` lists its stages.
+//!
 //! Modules:
+//! - `build`: a new version's stages, from install to record.
+//! - `chunks`: which package owns each file, and how often each changes,
+//!   for the image's layers.
 //! - `commit`: writing the ostree commit with its metadata.
 //! - `lockfile`: the exact package set, written and consumed.
 //!
 //! The input policy, accounts, sandbox and ostree conventions come from
 //! `strata-rootfs`, shared with derive.
 
+mod build;
 mod chunks;
 mod commit;
 mod lockfile;
 
-use strata_rootfs::{bootupd, files, initramfs, passwd, policy, sandbox, tree};
+use strata_rootfs::{files, passwd, policy};
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
-use strata_manifest::{BaseManifest, RpmdbBackend, UtcDateTime, Vars};
-use strata_workdir::record::{Source, TreeMeta};
-use strata_workdir::{BuildEntry, EntryKind, Workdir};
+use strata_manifest::{BaseManifest, Vars};
+use strata_workdir::{BuildEntry, Workdir};
+
+use build::Build;
+use lockfile::check_against_lockfile;
 
 pub use chunks::{content_map, ChangeHistory, KERNEL_IMAGE};
 pub use lockfile::{LockedPackage, Lockfile, FILE_NAME as LOCKFILE_NAME};
@@ -121,109 +130,11 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let _lock = wd.lock()?;
     strata_oscontainer::prune_abandoned(&wd.oci())?;
     let loaded = BaseManifest::load(&opts.manifest, &opts.vars)?;
-    let manifest = &loaded.manifest;
-    let stream = manifest.name.clone();
-    let ostree_ref = format!("strata/base/{stream}");
+    let c = Compose::new(opts, &wd, &loaded)?;
 
-    let (allowed, disallowed) = files::partition_repos(&manifest.repos, &manifest.inputs);
-    if allowed.is_empty() {
-        bail!(
-            "no repo of {} is allowed by inputs.repos",
-            opts.manifest.display()
-        );
-    }
-    let policy = files::load_policy(&manifest.inputs, &allowed)?;
-    files::check_local_repos(&allowed)?;
-
-    let staging = wd.staging("compose")?;
-    let root = staging.path().join("root");
-    std::fs::create_dir_all(&root)?;
-    let mut dnf_opts = DnfOptions::new(&root, wd.cache().join("dnf"), &manifest.releasever);
-    dnf_opts.nodocs = !manifest.documentation;
-    dnf_opts.install_weak_deps = manifest.recommends;
-    dnf_opts.ignore_scripts = manifest.ignore_scripts.clone();
-    let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| files::repo_config(r)).collect();
-
-    let mut locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
-    let mut overrides = Lockfile {
-        packages: BTreeMap::new(),
-        metadata: None,
-    };
-    for path in &opts.overrides {
-        overrides.overridden_by(&Lockfile::load(path)?);
-    }
-    if let Some(l) = &mut locked {
-        l.overridden_by(&overrides);
-    }
-    let mut request = DepsolveRequest::install(match &locked {
-        Some(l) => l.specs(),
-        None => manifest
-            .packages
-            .iter()
-            .flat_map(|p| p.split_whitespace().map(str::to_string))
-            .collect(),
-    });
-    request.excludes = manifest.exclude_packages.clone();
-
-    // Resolve once to learn the package set: enough to detect a no-op and
-    // to fix the build's SOURCE_DATE_EPOCH, which librpm reads when a
-    // context is created (so the installing context comes after).
-    let generator = format!("/usr/bin/{}", manifest.initramfs.generator);
-    let probe = |request: &DepsolveRequest| -> Result<_> {
-        let mut dnf = Dnf::new(dnf_opts.clone(), repo_configs.clone())?;
-        let packages = dnf.depsolve(request).map(|r| {
-            (
-                sorted(r.packages()),
-                !r.providers_of_file(&generator).is_empty(),
-            )
-        });
-        Ok(packages)
-    };
-    let mut resolved = probe(&request)?;
-    // Without a lockfile, overrides pin the versions of packages the
-    // manifest installs (as rpm-ostree's lockfiles constrain a depsolve
-    // without adding to it): resolved again with each pinned.
-    if locked.is_none() && !overrides.packages.is_empty() {
-        if let Ok((set, _)) = &resolved {
-            let mut pinned = 0;
-            for (name, p) in &overrides.packages {
-                if set.iter().any(|s| &s.name == name) {
-                    // In place of the manifest's own name for it, if any.
-                    request.packages.retain(|spec| spec != name);
-                    request.packages.push(Lockfile::spec(name, p));
-                    pinned += 1;
-                } else {
-                    tracing::info!("override {name}: not in the package set, ignored");
-                }
-            }
-            if pinned > 0 {
-                resolved = probe(&request)?;
-            }
-        }
-    }
-    let probe = resolved;
-    let packages = match probe {
-        // The initramfs is made after everything is installed: a set that
-        // cannot make it fails now, before the install.
-        Ok((_, false)) => bail!(
-            "{}: initramfs.generator {} is in none of the packages to install: add the package that ships {generator} (dracut) to packages",
-            opts.manifest.display(),
-            manifest.initramfs.generator
-        ),
-        Ok((p, true)) => p,
-        Err(strata_dnf::Error::PackageNotFound { name, repos }) => {
-            return Err(explain_missing(
-                &name,
-                &repos,
-                &disallowed,
-                &allowed,
-                manifest,
-                &wd,
-                locked.is_some(),
-            ));
-        }
-        Err(e) => return Err(e).context("resolving the manifest's packages"),
-    };
+    let (locked, overrides) = c.lockfiles()?;
+    let mut request = c.request(locked.as_ref());
+    let packages = c.resolve(&mut request, locked.as_ref(), &overrides)?;
     if let Some(l) = &locked {
         check_against_lockfile(l, &packages)?;
     }
@@ -236,34 +147,10 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         })
         .collect();
 
-    let inputhash = input_hash(&loaded, &policy, &packages)?;
-    let previous = wd.latest(&stream)?;
-    if let Some(prev) = previous.as_ref().filter(|p| p.inputhash == inputhash) {
-        // Nothing to do only if what the record names is all still here:
-        // the whole commit and the image under its tag.
-        let repo = commit::open_repo(&wd.repo())?;
-        if commit::has_whole_commit(&repo, &prev.ostree_commit) && image_intact(&wd, prev) {
-            tracing::info!("inputs unchanged since {}: nothing to do", prev.version);
-            // An interrupted compose may have left the ref elsewhere.
-            if repo.resolve_rev(&ostree_ref, true)?.as_deref() != Some(prev.ostree_commit.as_str())
-            {
-                commit::set_ref(&repo, &ostree_ref, &prev.ostree_commit)?;
-            }
-            let build_dir = wd.build_dir(&stream, &prev.version);
-            return Ok(ComposeResult {
-                changed: false,
-                stream,
-                version: prev.version.clone(),
-                ostree_commit: prev.ostree_commit.clone(),
-                inputhash,
-                ostree_ref,
-                image: image_ref(&wd, prev.image_tag.as_deref().unwrap_or_default()),
-                digest: prev.image_digest.clone().unwrap_or_default(),
-                lockfile: build_dir.join(LOCKFILE_NAME),
-                build_dir,
-                packages: packages.len(),
-            });
-        }
+    let inputhash = input_hash(&loaded, &c.policy, &packages)?;
+    let previous = wd.latest(&c.stream)?;
+    if let Some(result) = c.unchanged(previous.as_ref(), &inputhash, packages.len())? {
+        return Ok(result);
     }
 
     let sde = opts
@@ -272,192 +159,226 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     // librpm stamps installed headers with the install time unless
     // SOURCE_DATE_EPOCH says otherwise: the rpmdb must not record "now".
     let _sde = EnvVar::set("SOURCE_DATE_EPOCH", &sde.to_string());
-    let mut dnf = Dnf::new(dnf_opts, repo_configs)?;
-    let mut resolved = dnf
-        .depsolve(&request)
-        .context("resolving the manifest's packages")?;
-    resolved.download().context("downloading packages")?;
-    let packages = sorted(resolved.packages());
-    policy
-        .check(
-            &packages
-                .iter()
-                .map(|p| policy::Candidate {
-                    nevra: p.nevra.clone(),
-                    repo: p.repo_id.clone(),
-                    path: p.local_path.clone().unwrap_or_default(),
-                })
-                .collect::<Vec<_>>(),
-        )
-        .map_err(anyhow::Error::new)?;
-
-    let date = UtcDateTime::from_unix_seconds(sde as i64);
-    let prefix = manifest.version_prefix.render(&date);
-    let version = format!("{prefix}-{}", wd.next_serial(&stream, &prefix)?);
-    tracing::info!("composing {stream} {version} ({} packages)", packages.len());
-
-    let previous_accounts = previous
-        .as_ref()
-        .and_then(|p| read_accounts(&wd, &stream, &p.version));
-    prepare_root(&root, previous_accounts.as_ref())?;
-    // The install itself warns about each failure ignore-scripts lets through.
-    let installed = resolved.install().context("installing packages")?;
-
-    let kernel = tree::find_kernel(&root)?;
-    let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
-    generator.run(&root, &sandbox::Layout::default(), sde, &kernel.kver)?;
-
-    files::add_and_remove(&root, &manifest.add_files, &manifest.remove_files)?;
-    for (i, script) in manifest.postprocess.iter().enumerate() {
-        sandbox::run_script(&root, sde, i, script)?;
-    }
-    files::enable_units(&root, &manifest.units)?;
-    let accounts = passwd::split(&root)?;
-    files::normalize_os_release(&root)?;
-    let mut os_release = files::COREOS_VARIANT.to_vec();
-    os_release.push(("OSTREE_VERSION", &version));
-    files::set_os_release(&root, &os_release)?;
-    let summary = format!(
-        "{} CoreOS base",
-        files::os_release_value(&root, "PRETTY_NAME").unwrap_or_else(|| stream.clone())
-    );
-    let bootloader =
-        bootupd::generate_update_metadata(&root, &bootupd::rpm_owners(&root, "/var/lib/rpm"))?;
-    tree::apply(&root)?;
-    // Installed with the host's rpm (sqlite); stored as the target's rpm
-    // reads it.
-    let rpmdb = match manifest.rpmdb {
-        RpmdbBackend::Bdb => strata_rpmdb::Backend::Bdb,
-        RpmdbBackend::Sqlite => strata_rpmdb::Backend::Sqlite,
-    };
-    strata_rpmdb::convert(&root.join("usr/share/rpm"), rpmdb)
-        .with_context(|| format!("writing the rpm database as {}", rpmdb.as_str()))?;
-
-    let pkg_entries: Vec<commit::PkgEntry> = packages
-        .iter()
-        .map(|p| commit::PkgEntry {
-            name: p.name.clone(),
-            epoch: p.epoch,
-            version: p.version.clone(),
-            release: p.release.clone(),
-            arch: p.arch.clone(),
-        })
-        .collect();
-    let repo = commit::open_repo(&wd.repo())?;
-    let checksum = commit::commit(
-        &repo,
-        &commit::CommitSpec {
-            tree: &root,
-            version: &version,
-            kver: &kernel.kver,
-            inputhash: &inputhash,
-            packages: &pkg_entries,
-            timestamp: sde,
-            initramfs: &generator,
-        },
-    )?;
-    tracing::info!("committed {checksum}");
-
-    let tag = format!("{stream}-{version}");
-    let prior_map = previous
-        .as_ref()
-        .and_then(|p| std::fs::read(wd.build_dir(&p.stream, &p.version).join(LAYER_MAP)).ok())
-        .and_then(|b| serde_json::from_slice::<strata_oscontainer::LayerMap>(&b).ok());
-    let mut enc = strata_oscontainer::EncapsulateOptions::default();
-    enc.labels = [
-        ("com.coreos.osname".to_string(), manifest.osname.clone()),
-        ("strata.inputhash".to_string(), inputhash.clone()),
-    ]
-    .into();
-    enc.source_date_epoch = Some(sde);
-    let history = ChangeHistory::load(&opts.workdir, &stream)?;
-    enc.content = Some(content_map(
-        &root.join("usr/share/rpm"),
-        &kernel.kver,
-        &history,
-    )?);
-    enc.prior = prior_map;
-    // Tagged only once the build is recorded.
-    enc.defer_tag = true;
-    let mut image = strata_oscontainer::encapsulate(&wd.repo(), &checksum, &wd.oci(), &tag, &enc)
-        .context("encapsulating the commit into the base image")?;
-    tracing::info!("base image {} ({})", image.image, image.manifest_digest);
-
-    let lock = lockfile_for(&packages, &allowed, &wd.cache().join("dnf"), sde);
-    let nevras: Vec<String> = packages.iter().map(|p| p.nevra.clone()).collect();
-    let package_diff = wd.package_diff(previous.as_ref(), &nevras);
-    let files: Vec<(&Path, &str)> = loaded
-        .files
-        .iter()
-        .map(|f| (f.path.as_path(), f.sha256.as_str()))
-        .collect();
-    let meta = BuildMeta {
-        stream: stream.clone(),
-        version: version.clone(),
-        name: manifest.osname.clone(),
-        summary,
-        inputhash: inputhash.clone(),
-        ostree_commit: checksum.clone(),
-        ostree_ref: Some(ostree_ref.clone()),
-        source_date_epoch: sde,
-        image_digest: Some(image.manifest_digest.clone()),
-        image_tag: Some(tag.clone()),
-        source: Some(Source::describe(&opts.manifest, &files)),
-        packages: nevras,
-        package_diff,
-        ignored_scriptlet_failures: installed.ignored_scriptlet_failures.clone(),
-        tree: Some(TreeMeta {
-            overrides: pinned,
-            kernel: kernel.kver.clone(),
-            rpmdb: rpmdb.as_str().to_string(),
-            bootloader: [("EFI", bootloader.efi), ("BIOS", bootloader.bios)]
-                .into_iter()
-                .filter_map(|(k, m)| Some((k.to_string(), m?.version)))
-                .collect(),
-        }),
-        derived: None,
-        disks: None,
-    };
-    let entry = BuildEntry {
-        stream: stream.clone(),
-        version: version.clone(),
-        id: format!("{stream}/{version}"),
-        kind: EntryKind::Build,
-        inputhash: inputhash.clone(),
-        ostree_commit: checksum.clone(),
-        image_digest: Some(image.manifest_digest.clone()),
-        image_tag: Some(tag.clone()),
-    };
-    wd.record(
-        &entry,
-        Some(&meta),
-        &[
-            (LOCKFILE_NAME, lock.to_json()),
-            ("accounts.json", pretty(&accounts)),
-            (LAYER_MAP, pretty(&image.layer_map)),
-        ],
-    )?;
-    // Last: the tag and the ref follow the record. Killed before them, the
-    // next compose finds the record's image or commit missing and builds
-    // again.
-    if let Some(t) = image.pending_tag.take() {
-        t.apply().context("tagging the base image")?;
-    }
-    commit::set_ref(&repo, &ostree_ref, &checksum)?;
-    let build_dir = wd.build_dir(&stream, &version);
-    Ok(ComposeResult {
-        changed: true,
-        stream,
-        version,
-        ostree_commit: checksum,
+    Build {
+        c: &c,
+        request,
+        previous,
         inputhash,
-        ostree_ref,
-        image: image_ref(&wd, &tag),
-        digest: image.manifest_digest,
-        lockfile: build_dir.join(LOCKFILE_NAME),
-        build_dir,
-        packages: packages.len(),
-    })
+        pinned,
+        sde,
+    }
+    .run()
+}
+
+/// What every stage of a compose reads: the manifest, the repos the policy
+/// allows and the others, the policy, and the staging root with the dnf
+/// options that install into it.
+struct Compose<'a> {
+    opts: &'a ComposeOptions,
+    wd: &'a Workdir,
+    loaded: &'a strata_manifest::Loaded<BaseManifest>,
+    stream: String,
+    ostree_ref: String,
+    allowed: Vec<&'a strata_manifest::Repo>,
+    disallowed: Vec<&'a strata_manifest::Repo>,
+    policy: policy::Policy,
+    /// Removed when the compose ends, whatever happened.
+    _staging: tempfile::TempDir,
+    root: PathBuf,
+    dnf_opts: DnfOptions,
+    repo_configs: Vec<RepoConfig>,
+}
+
+impl<'a> Compose<'a> {
+    /// The repos partitioned by the policy (none allowed is an error), the
+    /// policy loaded, and a staging root in the workdir.
+    fn new(
+        opts: &'a ComposeOptions,
+        wd: &'a Workdir,
+        loaded: &'a strata_manifest::Loaded<BaseManifest>,
+    ) -> Result<Self> {
+        let manifest = &loaded.manifest;
+        let stream = manifest.name.clone();
+        let ostree_ref = format!("strata/base/{stream}");
+
+        let (allowed, disallowed) = files::partition_repos(&manifest.repos, &manifest.inputs);
+        if allowed.is_empty() {
+            bail!(
+                "no repo of {} is allowed by inputs.repos",
+                opts.manifest.display()
+            );
+        }
+        let policy = files::load_policy(&manifest.inputs, &allowed)?;
+        files::check_local_repos(&allowed)?;
+
+        let staging = wd.staging("compose")?;
+        let root = staging.path().join("root");
+        std::fs::create_dir_all(&root)?;
+        let mut dnf_opts = DnfOptions::new(&root, wd.cache().join("dnf"), &manifest.releasever);
+        dnf_opts.nodocs = !manifest.documentation;
+        dnf_opts.install_weak_deps = manifest.recommends;
+        dnf_opts.ignore_scripts = manifest.ignore_scripts.clone();
+        let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| files::repo_config(r)).collect();
+        Ok(Compose {
+            opts,
+            wd,
+            loaded,
+            stream,
+            ostree_ref,
+            allowed,
+            disallowed,
+            policy,
+            _staging: staging,
+            root,
+            dnf_opts,
+            repo_configs,
+        })
+    }
+
+    fn manifest(&self) -> &'a BaseManifest {
+        &self.loaded.manifest
+    }
+
+    /// The lockfile to compose, if any, with the overrides applied to it;
+    /// and the overrides.
+    fn lockfiles(&self) -> Result<(Option<Lockfile>, Lockfile)> {
+        let mut locked = self
+            .opts
+            .lockfile
+            .as_deref()
+            .map(Lockfile::load)
+            .transpose()?;
+        let mut overrides = Lockfile {
+            packages: BTreeMap::new(),
+            metadata: None,
+        };
+        for path in &self.opts.overrides {
+            overrides.overridden_by(&Lockfile::load(path)?);
+        }
+        if let Some(l) = &mut locked {
+            l.overridden_by(&overrides);
+        }
+        Ok((locked, overrides))
+    }
+
+    /// The locked packages, or else the manifest's.
+    fn request(&self, locked: Option<&Lockfile>) -> DepsolveRequest {
+        let manifest = self.manifest();
+        let mut request = DepsolveRequest::install(match locked {
+            Some(l) => l.specs(),
+            None => manifest
+                .packages
+                .iter()
+                .flat_map(|p| p.split_whitespace().map(str::to_string))
+                .collect(),
+        });
+        request.excludes = manifest.exclude_packages.clone();
+        request
+    }
+
+    /// Resolve once to learn the package set: enough to detect a no-op and
+    /// to fix the build's SOURCE_DATE_EPOCH, which librpm reads when a
+    /// context is created (so the installing context comes after).
+    fn resolve(
+        &self,
+        request: &mut DepsolveRequest,
+        locked: Option<&Lockfile>,
+        overrides: &Lockfile,
+    ) -> Result<Vec<Package>> {
+        let manifest = self.manifest();
+        let generator = format!("/usr/bin/{}", manifest.initramfs.generator);
+        let probe = |request: &DepsolveRequest| -> Result<_> {
+            let mut dnf = Dnf::new(self.dnf_opts.clone(), self.repo_configs.clone())?;
+            let packages = dnf.depsolve(request).map(|r| {
+                (
+                    sorted(r.packages()),
+                    !r.providers_of_file(&generator).is_empty(),
+                )
+            });
+            Ok(packages)
+        };
+        let mut resolved = probe(request)?;
+        // Without a lockfile, overrides pin the versions of packages the
+        // manifest installs (as rpm-ostree's lockfiles constrain a depsolve
+        // without adding to it): resolved again with each pinned.
+        if locked.is_none() && !overrides.packages.is_empty() {
+            if let Ok((set, _)) = &resolved {
+                let mut pinned = 0;
+                for (name, p) in &overrides.packages {
+                    if set.iter().any(|s| &s.name == name) {
+                        // In place of the manifest's own name for it, if any.
+                        request.packages.retain(|spec| spec != name);
+                        request.packages.push(Lockfile::spec(name, p));
+                        pinned += 1;
+                    } else {
+                        tracing::info!("override {name}: not in the package set, ignored");
+                    }
+                }
+                if pinned > 0 {
+                    resolved = probe(request)?;
+                }
+            }
+        }
+        match resolved {
+            // The initramfs is made after everything is installed: a set that
+            // cannot make it fails now, before the install.
+            Ok((_, false)) => bail!(
+                "{}: initramfs.generator {} is in none of the packages to install: add the package that ships {generator} (dracut) to packages",
+                self.opts.manifest.display(),
+                manifest.initramfs.generator
+            ),
+            Ok((p, true)) => Ok(p),
+            Err(strata_dnf::Error::PackageNotFound { name, repos }) => Err(explain_missing(
+                &name,
+                &repos,
+                &self.disallowed,
+                &self.allowed,
+                manifest,
+                self.wd,
+                locked.is_some(),
+            )),
+            Err(e) => Err(e).context("resolving the manifest's packages"),
+        }
+    }
+
+    /// The previous build's result if it had the same inputs and is all
+    /// still here: then there is nothing to do.
+    fn unchanged(
+        &self,
+        previous: Option<&BuildEntry>,
+        inputhash: &str,
+        packages: usize,
+    ) -> Result<Option<ComposeResult>> {
+        if let Some(prev) = previous.filter(|p| p.inputhash == inputhash) {
+            // Nothing to do only if what the record names is all still here:
+            // the whole commit and the image under its tag.
+            let repo = commit::open_repo(&self.wd.repo())?;
+            if commit::has_whole_commit(&repo, &prev.ostree_commit) && image_intact(self.wd, prev) {
+                tracing::info!("inputs unchanged since {}: nothing to do", prev.version);
+                // An interrupted compose may have left the ref elsewhere.
+                if repo.resolve_rev(&self.ostree_ref, true)?.as_deref()
+                    != Some(prev.ostree_commit.as_str())
+                {
+                    commit::set_ref(&repo, &self.ostree_ref, &prev.ostree_commit)?;
+                }
+                let build_dir = self.wd.build_dir(&self.stream, &prev.version);
+                return Ok(Some(ComposeResult {
+                    changed: false,
+                    stream: self.stream.clone(),
+                    version: prev.version.clone(),
+                    ostree_commit: prev.ostree_commit.clone(),
+                    inputhash: inputhash.to_string(),
+                    ostree_ref: self.ostree_ref.clone(),
+                    image: image_ref(self.wd, prev.image_tag.as_deref().unwrap_or_default()),
+                    digest: prev.image_digest.clone().unwrap_or_default(),
+                    lockfile: build_dir.join(LOCKFILE_NAME),
+                    build_dir,
+                    packages,
+                }));
+            }
+        }
+        Ok(None)
+    }
 }
 
 /// An environment variable set for as long as the guard lives, then put
@@ -485,9 +406,6 @@ impl Drop for EnvVar {
     }
 }
 
-/// The previous build's layer assignment, kept so updates move few layers.
-const LAYER_MAP: &str = "layer-map.json";
-
 /// Whether the image a build recorded is still under its tag with every
 /// blob present at its size (cheap: no hashing).
 fn image_intact(wd: &Workdir, prev: &BuildEntry) -> bool {
@@ -505,12 +423,6 @@ fn image_intact(wd: &Workdir, prev: &BuildEntry) -> bool {
 
 fn image_ref(wd: &Workdir, tag: &str) -> String {
     format!("oci:{}:{tag}", wd.oci().display())
-}
-
-fn pretty<T: Serialize>(v: &T) -> Vec<u8> {
-    let mut out = serde_json::to_vec_pretty(v).expect("serializes");
-    out.push(b'\n');
-    out
 }
 
 /// A package the allowed repos lack: say whether a disallowed repo has it.
@@ -568,52 +480,6 @@ fn explain_missing(
     }
 }
 
-fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<()> {
-    let extra: Vec<&str> = packages
-        .iter()
-        .filter(|p| !lock.packages.contains_key(&p.name))
-        .map(|p| p.nevra.as_str())
-        .collect();
-    if !extra.is_empty() {
-        bail!(
-            "the locked packages need packages the lockfile does not list: {}",
-            extra.join(", ")
-        );
-    }
-    // A lock pins bytes, not names: what the repos offer now under a locked
-    // NEVRA must be the same file, from the same repo.
-    let mut differ = Vec::new();
-    for p in packages {
-        let Some(locked) = lock.packages.get(&p.name) else {
-            continue;
-        };
-        let found = p
-            .checksum
-            .as_ref()
-            .map(|c| format!("{}:{}", c.kind, c.hex))
-            .unwrap_or_default();
-        if let Some(digest) = locked.digest.as_deref().filter(|d| *d != found) {
-            differ.push(format!(
-                "{} from repo {} is {found}, the lockfile says {digest}",
-                p.nevra, p.repo_id
-            ));
-        }
-        if let Some(repo) = locked.repo().filter(|r| *r != p.repo_id) {
-            differ.push(format!(
-                "{} comes from repo {}, the lockfile says repo {repo}",
-                p.nevra, p.repo_id
-            ));
-        }
-    }
-    if !differ.is_empty() {
-        bail!(
-            "the repos no longer offer what the lockfile locks: {}",
-            differ.join("; ")
-        );
-    }
-    Ok(())
-}
-
 /// sha256 over the flattened manifest, every file it read, every resolved
 /// package's checksum, and the compose format.
 fn input_hash(
@@ -637,69 +503,4 @@ fn sorted(packages: &[Package]) -> Vec<Package> {
     let mut p = packages.to_vec();
     p.sort_by(|a, b| a.name.cmp(&b.name));
     p
-}
-
-/// The lockfile of a resolved set, as rpm-ostree writes one: dated by the
-/// build's SOURCE_DATE_EPOCH (rpm-ostree uses the day it ran; a date from
-/// the inputs keeps the file reproducible), each repo by its metadata
-/// timestamp.
-fn lockfile_for(
-    packages: &[Package],
-    repos: &[&strata_manifest::Repo],
-    dnf_cache: &Path,
-    sde: u64,
-) -> Lockfile {
-    let rpmmd_repos = repos
-        .iter()
-        .filter_map(|r| {
-            let baseurl = r.baseurl.first()?;
-            let repomd = lockfile::repomd_path(baseurl, &r.id, dnf_cache)?;
-            let generated = lockfile::repomd_generated(&repomd)?;
-            Some((
-                r.id.clone(),
-                lockfile::RepoTimestamp {
-                    generated: lockfile::rfc3339(generated),
-                },
-            ))
-        })
-        .collect();
-    Lockfile {
-        packages: packages
-            .iter()
-            .map(|p| {
-                let mut metadata = BTreeMap::new();
-                if let Some(name) = p.source_rpm.as_deref().and_then(lockfile::source_name) {
-                    metadata.insert("sourcerpm".to_string(), name.into());
-                }
-                metadata.insert("repo".to_string(), p.repo_id.clone().into());
-                (
-                    p.name.clone(),
-                    LockedPackage {
-                        evra: Some(format!("{}.{}", p.evr(), p.arch)),
-                        evr: None,
-                        digest: p.checksum.as_ref().map(|c| format!("{}:{}", c.kind, c.hex)),
-                        metadata: Some(metadata),
-                    },
-                )
-            })
-            .collect(),
-        metadata: Some(lockfile::LockMetadata {
-            generated: Some(lockfile::rfc3339(sde as i64)),
-            rpmmd_repos: Some(rpmmd_repos),
-        }),
-    }
-}
-
-fn read_accounts(wd: &Workdir, stream: &str, version: &str) -> Option<Accounts> {
-    let text = std::fs::read(wd.build_dir(stream, version).join("accounts.json")).ok()?;
-    serde_json::from_slice(&text).ok()
-}
-
-/// Device nodes scriptlets write to, and the previous build's accounts.
-fn prepare_root(root: &Path, previous: Option<&Accounts>) -> Result<()> {
-    files::make_device_nodes(root)?;
-    if let Some(acc) = previous {
-        passwd::seed(root, acc)?;
-    }
-    Ok(())
 }

@@ -25,6 +25,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use strata_dnf::Package;
+use strata_workdir::record::nevra_name;
 
 pub const FILE_NAME: &str = "manifest-lock.x86_64.json";
 
@@ -132,9 +134,10 @@ impl Lockfile {
 /// The source package's name from its file name (`bash-4.4.20-4.el8_6.src.rpm`
 /// -> `bash`), as rpm-ostree records it.
 pub fn source_name(source_rpm: &str) -> Option<&str> {
-    let mut parts = source_rpm.rsplitn(3, '-');
-    let (_, _, name) = (parts.next()?, parts.next()?, parts.next()?);
-    Some(name)
+    // The file name is a NEVRA with `.src.rpm` for the arch; one without
+    // version and release comes back whole.
+    let name = nevra_name(source_rpm);
+    (name.len() < source_rpm.len()).then_some(name)
 }
 
 /// The newest `<timestamp>` of a repo's repomd.xml: the repo's metadata
@@ -165,6 +168,105 @@ pub fn repomd_path(baseurl: &str, id: &str, dnf_cache: &Path) -> Option<std::pat
 /// RFC 3339 of a Unix time, in UTC, to the second.
 pub fn rfc3339(secs: i64) -> String {
     strata_manifest::UtcDateTime::from_unix_seconds(secs).rfc3339()
+}
+
+/// The resolved set against the lockfile: no package it does not list, each
+/// the locked file from the locked repo.
+pub fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<()> {
+    let extra: Vec<&str> = packages
+        .iter()
+        .filter(|p| !lock.packages.contains_key(&p.name))
+        .map(|p| p.nevra.as_str())
+        .collect();
+    if !extra.is_empty() {
+        bail!(
+            "the locked packages need packages the lockfile does not list: {}",
+            extra.join(", ")
+        );
+    }
+    // A lock pins bytes, not names: what the repos offer now under a locked
+    // NEVRA must be the same file, from the same repo.
+    let mut differ = Vec::new();
+    for p in packages {
+        let Some(locked) = lock.packages.get(&p.name) else {
+            continue;
+        };
+        let found = p
+            .checksum
+            .as_ref()
+            .map(|c| format!("{}:{}", c.kind, c.hex))
+            .unwrap_or_default();
+        if let Some(digest) = locked.digest.as_deref().filter(|d| *d != found) {
+            differ.push(format!(
+                "{} from repo {} is {found}, the lockfile says {digest}",
+                p.nevra, p.repo_id
+            ));
+        }
+        if let Some(repo) = locked.repo().filter(|r| *r != p.repo_id) {
+            differ.push(format!(
+                "{} comes from repo {}, the lockfile says repo {repo}",
+                p.nevra, p.repo_id
+            ));
+        }
+    }
+    if !differ.is_empty() {
+        bail!(
+            "the repos no longer offer what the lockfile locks: {}",
+            differ.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// The lockfile of a resolved set, as rpm-ostree writes one: dated by the
+/// build's SOURCE_DATE_EPOCH (rpm-ostree uses the day it ran; a date from
+/// the inputs keeps the file reproducible), each repo by its metadata
+/// timestamp.
+pub fn lockfile_for(
+    packages: &[Package],
+    repos: &[&strata_manifest::Repo],
+    dnf_cache: &Path,
+    sde: u64,
+) -> Lockfile {
+    let rpmmd_repos = repos
+        .iter()
+        .filter_map(|r| {
+            let baseurl = r.baseurl.first()?;
+            let repomd = repomd_path(baseurl, &r.id, dnf_cache)?;
+            let generated = repomd_generated(&repomd)?;
+            Some((
+                r.id.clone(),
+                RepoTimestamp {
+                    generated: rfc3339(generated),
+                },
+            ))
+        })
+        .collect();
+    Lockfile {
+        packages: packages
+            .iter()
+            .map(|p| {
+                let mut metadata = BTreeMap::new();
+                if let Some(name) = p.source_rpm.as_deref().and_then(source_name) {
+                    metadata.insert("sourcerpm".to_string(), name.into());
+                }
+                metadata.insert("repo".to_string(), p.repo_id.clone().into());
+                (
+                    p.name.clone(),
+                    LockedPackage {
+                        evra: Some(format!("{}.{}", p.evr(), p.arch)),
+                        evr: None,
+                        digest: p.checksum.as_ref().map(|c| format!("{}:{}", c.kind, c.hex)),
+                        metadata: Some(metadata),
+                    },
+                )
+            })
+            .collect(),
+        metadata: Some(LockMetadata {
+            generated: Some(rfc3339(sde as i64)),
+            rpmmd_repos: Some(rpmmd_repos),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +366,7 @@ mod tests {
             Some("kernel-rt")
         );
         assert_eq!(source_name("x.src.rpm"), None);
+        assert_eq!(source_name("x-1.src.rpm"), None);
         let d = tempfile::tempdir().unwrap();
         let repomd = d.path().join("repomd.xml");
         std::fs::write(

@@ -379,7 +379,7 @@ pub(crate) fn build(inputs: &Inputs) -> Result<Vec<Artifact>> {
 
     let iso = inputs.work.join("iso");
     let kargs = live_kargs(inputs)?;
-    let volid = volume_id(id.osname.as_str(), id.version.as_ref());
+    let volid = volume_id(id.osname.as_str(), id.version.as_str());
     iso_tree(inputs, &iso, &volid, &kargs, [&path(1), &path(2), &path(3)])?;
     write_iso(&iso, &path(0), &volid, &inputs.title, inputs.epoch)?;
     tracing::info!(elapsed = ?t.elapsed(), "wrote {}", names[0].2);

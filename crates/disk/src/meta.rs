@@ -350,7 +350,7 @@ mod tests {
         assert!(format!("{e}").contains("releases \"1\" and \"2\""), "{e}");
 
         let cm = bootimages_configmap(&m, "4.13.0").unwrap();
-        let v: serde_yaml::Value = serde_yaml::from_str(&cm).unwrap();
+        let v: Value = strata_manifest::parse_yaml(&cm).unwrap();
         assert_eq!(v["metadata"]["name"].as_str(), Some("coreos-bootimages"));
         assert_eq!(v["data"]["releaseVersion"].as_str(), Some("4.13.0"));
         let embedded: Value = serde_json::from_str(v["data"]["stream"].as_str().unwrap()).unwrap();

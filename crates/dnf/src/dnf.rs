@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use strata_libdnf_sys as sys;
+use strata_workdir::record::nevra_name;
 
 use crate::error::{parse_problems, Error, Result};
 use crate::ffi::{self, GoalList, Keyring};
@@ -565,7 +566,7 @@ impl Resolved<'_> {
                     self.options
                         .ignore_scripts
                         .iter()
-                        .any(|n| n == name_of_nevra(package))
+                        .any(|n| n == nevra_name(package))
                 });
             if let Some(failure) = fatal.first() {
                 return Err(scriptlet_failed(failure, &tail));
@@ -612,11 +613,6 @@ fn scriptlet_failed(message: &str, output: &str) -> Error {
         status: status.to_string(),
         output: output.to_string(),
     }
-}
-
-/// The name of `name-[epoch:]version-release.arch`.
-fn name_of_nevra(nevra: &str) -> &str {
-    nevra.rsplitn(3, '-').nth(2).unwrap_or(nevra)
 }
 
 /// How much of the transaction's output an error quotes.
@@ -796,7 +792,7 @@ mod tests {
             (scriptlet, package, status),
             ("%post", "failing-post-1:1.0-1.el8.x86_64", "exit status 3")
         );
-        assert_eq!(name_of_nevra(package), "failing-post");
+        assert_eq!(nevra_name(package), "failing-post");
         let e = scriptlet_failed(m, "cannot reach it").to_string();
         assert_eq!(
             e,

@@ -841,6 +841,28 @@ mod tests {
     }
 
     #[test]
+    fn names_of_nevras() {
+        for (nevra, name) in [
+            ("glibc-2.28-189.5.el8_6.x86_64", "glibc"),
+            ("openssl-libs-1:1.1.1k-7.el8_6.x86_64", "openssl-libs"),
+            (
+                "NetworkManager-ovs-1:1.36.0-4.el8_6.x86_64",
+                "NetworkManager-ovs",
+            ),
+            ("failing-post-1:1.0-1.el8.x86_64", "failing-post"),
+            (
+                "python3-dnf-plugin-versionlock-4.0.21-11.el8.noarch",
+                "python3-dnf-plugin-versionlock",
+            ),
+            ("bash-4.4.20-4.el8_6.src.rpm", "bash"),
+            ("odd", "odd"),
+            ("no-release", "no-release"),
+        ] {
+            assert_eq!(nevra_name(nevra), name, "{nevra}");
+        }
+    }
+
+    #[test]
     fn pkgdiff_is_rpm_ostrees() {
         let d = PackageDiff::between(
             "1",

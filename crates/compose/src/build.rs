@@ -1,0 +1,341 @@
+//! A new version of the base, from the package set the probe fixed: the
+//! packages installed into the staging root, the tree postprocessed into
+//! an OS tree, committed, encapsulated as the base image and recorded;
+//! then the image's tag and the ostree ref.
+//!
+//! Must not: move a tag or a ref before the build is recorded (a build
+//! killed before then is built again by the next compose).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+use strata_dnf::{DepsolveRequest, Dnf, Package};
+use strata_manifest::{RpmdbBackend, UtcDateTime};
+use strata_rootfs::{bootupd, files, initramfs, passwd, policy, sandbox, tree};
+use strata_workdir::record::{Source, TreeMeta};
+use strata_workdir::{BuildEntry, BuildMeta, EntryKind, Workdir};
+
+use crate::lockfile::lockfile_for;
+use crate::{
+    commit, content_map, image_ref, sorted, Accounts, ChangeHistory, Compose, ComposeResult,
+    LOCKFILE_NAME,
+};
+
+/// The previous build's layer assignment, kept so updates move few layers.
+const LAYER_MAP: &str = "layer-map.json";
+
+/// A new build: the compose's inputs as the probe fixed them, and the build
+/// it follows.
+pub(crate) struct Build<'a> {
+    pub(crate) c: &'a Compose<'a>,
+    pub(crate) request: DepsolveRequest,
+    pub(crate) previous: Option<BuildEntry>,
+    pub(crate) inputhash: String,
+    /// Each override's package by name, as resolved (NEVRA).
+    pub(crate) pinned: BTreeMap<String, String>,
+    pub(crate) sde: u64,
+}
+
+/// The installed packages and the version they are composed as.
+struct Installed {
+    packages: Vec<Package>,
+    version: String,
+    report: strata_dnf::InstallReport,
+}
+
+/// What postprocessing learned of the tree, for the commit and the record.
+struct Postprocessed {
+    kernel: tree::KernelInfo,
+    generator: initramfs::Generator,
+    accounts: Accounts,
+    summary: String,
+    bootloader: bootupd::Payload,
+    rpmdb: strata_rpmdb::Backend,
+}
+
+impl Build<'_> {
+    /// The stages: install, postprocess, commit, encapsulate, record; then
+    /// the tag and the ref.
+    pub(crate) fn run(self) -> Result<ComposeResult> {
+        let c = self.c;
+        // The installing context lives as long as the build.
+        let mut dnf = Dnf::new(c.dnf_opts.clone(), c.repo_configs.clone())?;
+        let installed = self.install(&mut dnf)?;
+        let tree = self.postprocess(&installed.version)?;
+        let repo = commit::open_repo(&c.wd.repo())?;
+        let checksum = self.commit(&repo, &installed, &tree)?;
+        let tag = format!("{}-{}", c.stream, installed.version);
+        let mut image = self.encapsulate(&checksum, &tag, &tree.kernel.kver)?;
+        self.record(&installed, tree, &checksum, &tag, &image)?;
+        // Last: the tag and the ref follow the record. Killed before them, the
+        // next compose finds the record's image or commit missing and builds
+        // again.
+        if let Some(t) = image.pending_tag.take() {
+            t.apply().context("tagging the base image")?;
+        }
+        commit::set_ref(&repo, &c.ostree_ref, &checksum)?;
+        let build_dir = c.wd.build_dir(&c.stream, &installed.version);
+        Ok(ComposeResult {
+            changed: true,
+            stream: c.stream.clone(),
+            version: installed.version,
+            ostree_commit: checksum,
+            inputhash: self.inputhash,
+            ostree_ref: c.ostree_ref.clone(),
+            image: image_ref(c.wd, &tag),
+            digest: image.manifest_digest,
+            lockfile: build_dir.join(LOCKFILE_NAME),
+            build_dir,
+            packages: installed.packages.len(),
+        })
+    }
+
+    /// Resolves again in the installing context, downloads, enforces the
+    /// policy on every package, then installs into the staging root.
+    fn install(&self, dnf: &mut Dnf) -> Result<Installed> {
+        let c = self.c;
+        let mut resolved = dnf
+            .depsolve(&self.request)
+            .context("resolving the manifest's packages")?;
+        resolved.download().context("downloading packages")?;
+        let packages = sorted(resolved.packages());
+        c.policy
+            .check(
+                &packages
+                    .iter()
+                    .map(|p| policy::Candidate {
+                        nevra: p.nevra.clone(),
+                        repo: p.repo_id.clone(),
+                        path: p.local_path.clone().unwrap_or_default(),
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .map_err(anyhow::Error::new)?;
+
+        let date = UtcDateTime::from_unix_seconds(self.sde as i64);
+        let prefix = c.manifest().version_prefix.render(&date);
+        let version = format!("{prefix}-{}", c.wd.next_serial(&c.stream, &prefix)?);
+        tracing::info!(
+            "composing {} {version} ({} packages)",
+            c.stream,
+            packages.len()
+        );
+
+        let previous_accounts = self
+            .previous
+            .as_ref()
+            .and_then(|p| read_accounts(c.wd, &c.stream, &p.version));
+        prepare_root(&c.root, previous_accounts.as_ref())?;
+        // The install itself warns about each failure ignore-scripts lets through.
+        let report = resolved.install().context("installing packages")?;
+        Ok(Installed {
+            packages,
+            version,
+            report,
+        })
+    }
+
+    /// The initramfs, the manifest's files, scripts and units, accounts,
+    /// os-release, the bootloader payload, the ostree conventions and the
+    /// rpmdb as the target's rpm reads it.
+    fn postprocess(&self, version: &str) -> Result<Postprocessed> {
+        let (root, manifest, sde) = (&self.c.root, self.c.manifest(), self.sde);
+        let kernel = tree::find_kernel(root)?;
+        let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
+        generator.run(root, &sandbox::Layout::default(), sde, &kernel.kver)?;
+
+        files::add_and_remove(root, &manifest.add_files, &manifest.remove_files)?;
+        for (i, script) in manifest.postprocess.iter().enumerate() {
+            sandbox::run_script(root, sde, i, script)?;
+        }
+        files::enable_units(root, &manifest.units)?;
+        let accounts = passwd::split(root)?;
+        files::normalize_os_release(root)?;
+        let mut os_release = files::COREOS_VARIANT.to_vec();
+        os_release.push(("OSTREE_VERSION", version));
+        files::set_os_release(root, &os_release)?;
+        let summary = format!(
+            "{} CoreOS base",
+            files::os_release_value(root, "PRETTY_NAME").unwrap_or_else(|| self.c.stream.clone())
+        );
+        let bootloader =
+            bootupd::generate_update_metadata(root, &bootupd::rpm_owners(root, "/var/lib/rpm"))?;
+        tree::apply(root)?;
+        // Installed with the host's rpm (sqlite); stored as the target's rpm
+        // reads it.
+        let rpmdb = match manifest.rpmdb {
+            RpmdbBackend::Bdb => strata_rpmdb::Backend::Bdb,
+            RpmdbBackend::Sqlite => strata_rpmdb::Backend::Sqlite,
+        };
+        strata_rpmdb::convert(&root.join("usr/share/rpm"), rpmdb)
+            .with_context(|| format!("writing the rpm database as {}", rpmdb.as_str()))?;
+        Ok(Postprocessed {
+            kernel,
+            generator,
+            accounts,
+            summary,
+            bootloader,
+            rpmdb,
+        })
+    }
+
+    /// The tree as an ostree commit with its metadata; its checksum.
+    fn commit(
+        &self,
+        repo: &ostree::Repo,
+        installed: &Installed,
+        tree: &Postprocessed,
+    ) -> Result<String> {
+        let pkg_entries: Vec<commit::PkgEntry> = installed
+            .packages
+            .iter()
+            .map(|p| commit::PkgEntry {
+                name: p.name.clone(),
+                epoch: p.epoch,
+                version: p.version.clone(),
+                release: p.release.clone(),
+                arch: p.arch.clone(),
+            })
+            .collect();
+        let checksum = commit::commit(
+            repo,
+            &commit::CommitSpec {
+                tree: &self.c.root,
+                version: &installed.version,
+                kver: &tree.kernel.kver,
+                inputhash: &self.inputhash,
+                packages: &pkg_entries,
+                timestamp: self.sde,
+                initramfs: &tree.generator,
+            },
+        )?;
+        tracing::info!("committed {checksum}");
+        Ok(checksum)
+    }
+
+    /// The commit as the base image under `tag`, its layers chunked by
+    /// package and kept close to the previous build's; tagged only once the
+    /// build is recorded.
+    fn encapsulate(
+        &self,
+        checksum: &str,
+        tag: &str,
+        kver: &str,
+    ) -> Result<strata_oscontainer::Encapsulated> {
+        let c = self.c;
+        let wd = c.wd;
+        let prior_map = self
+            .previous
+            .as_ref()
+            .and_then(|p| std::fs::read(wd.build_dir(&p.stream, &p.version).join(LAYER_MAP)).ok())
+            .and_then(|b| serde_json::from_slice::<strata_oscontainer::LayerMap>(&b).ok());
+        let mut enc = strata_oscontainer::EncapsulateOptions::default();
+        enc.labels = [
+            ("com.coreos.osname".to_string(), c.manifest().osname.clone()),
+            ("strata.inputhash".to_string(), self.inputhash.clone()),
+        ]
+        .into();
+        enc.source_date_epoch = Some(self.sde);
+        let history = ChangeHistory::load(&c.opts.workdir, &c.stream)?;
+        enc.content = Some(content_map(&c.root.join("usr/share/rpm"), kver, &history)?);
+        enc.prior = prior_map;
+        // Tagged only once the build is recorded.
+        enc.defer_tag = true;
+        let image = strata_oscontainer::encapsulate(&wd.repo(), checksum, &wd.oci(), tag, &enc)
+            .context("encapsulating the commit into the base image")?;
+        tracing::info!("base image {} ({})", image.image, image.manifest_digest);
+        Ok(image)
+    }
+
+    /// The build's record: its entry in the history, strata.json, the
+    /// lockfile, the accounts and the layer map.
+    fn record(
+        &self,
+        installed: &Installed,
+        tree: Postprocessed,
+        checksum: &str,
+        tag: &str,
+        image: &strata_oscontainer::Encapsulated,
+    ) -> Result<()> {
+        let c = self.c;
+        let (wd, manifest, stream, version) = (c.wd, c.manifest(), &c.stream, &installed.version);
+        let packages = &installed.packages;
+        let lock = lockfile_for(packages, &c.allowed, &wd.cache().join("dnf"), self.sde);
+        let nevras: Vec<String> = packages.iter().map(|p| p.nevra.clone()).collect();
+        let package_diff = wd.package_diff(self.previous.as_ref(), &nevras);
+        let files: Vec<(&Path, &str)> = c
+            .loaded
+            .files
+            .iter()
+            .map(|f| (f.path.as_path(), f.sha256.as_str()))
+            .collect();
+        let meta = BuildMeta {
+            stream: stream.clone(),
+            version: version.clone(),
+            name: manifest.osname.clone(),
+            summary: tree.summary,
+            inputhash: self.inputhash.clone(),
+            ostree_commit: checksum.to_string(),
+            ostree_ref: Some(c.ostree_ref.clone()),
+            source_date_epoch: self.sde,
+            image_digest: Some(image.manifest_digest.clone()),
+            image_tag: Some(tag.to_string()),
+            source: Some(Source::describe(&c.opts.manifest, &files)),
+            packages: nevras,
+            package_diff,
+            ignored_scriptlet_failures: installed.report.ignored_scriptlet_failures.clone(),
+            tree: Some(TreeMeta {
+                overrides: self.pinned.clone(),
+                kernel: tree.kernel.kver.clone(),
+                rpmdb: tree.rpmdb.as_str().to_string(),
+                bootloader: [("EFI", tree.bootloader.efi), ("BIOS", tree.bootloader.bios)]
+                    .into_iter()
+                    .filter_map(|(k, m)| Some((k.to_string(), m?.version)))
+                    .collect(),
+            }),
+            derived: None,
+            disks: None,
+        };
+        let entry = BuildEntry {
+            stream: stream.clone(),
+            version: version.clone(),
+            id: format!("{stream}/{version}"),
+            kind: EntryKind::Build,
+            inputhash: self.inputhash.clone(),
+            ostree_commit: checksum.to_string(),
+            image_digest: Some(image.manifest_digest.clone()),
+            image_tag: Some(tag.to_string()),
+        };
+        wd.record(
+            &entry,
+            Some(&meta),
+            &[
+                (LOCKFILE_NAME, lock.to_json()),
+                ("accounts.json", pretty(&tree.accounts)),
+                (LAYER_MAP, pretty(&image.layer_map)),
+            ],
+        )
+    }
+}
+
+fn pretty<T: Serialize>(v: &T) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(v).expect("serializes");
+    out.push(b'\n');
+    out
+}
+
+fn read_accounts(wd: &Workdir, stream: &str, version: &str) -> Option<Accounts> {
+    let text = std::fs::read(wd.build_dir(stream, version).join("accounts.json")).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// Device nodes scriptlets write to, and the previous build's accounts.
+fn prepare_root(root: &Path, previous: Option<&Accounts>) -> Result<()> {
+    files::make_device_nodes(root)?;
+    if let Some(acc) = previous {
+        passwd::seed(root, acc)?;
+    }
+    Ok(())
+}
