@@ -31,8 +31,10 @@ These rules hold for every command; CI jobs rely on them.
   only errors (or `RUST_LOG`, when no flag is given). Messages of the C
   libraries strata loads (libdnf, librepo) are at debug unless they warn.
   `--log-format json` writes one JSON object per log line, for CI log
-  collectors. Colours and progress spinners only when stderr is a terminal;
-  otherwise plain log lines, one event per line.
+  collectors. Colours and the live region only when stderr is a terminal: a
+  line per running stage, and a bar with bytes, percentage and time left per
+  download, layer compression and disk hash or compression, the log printed
+  above it; otherwise plain log lines, one event per line.
 - **Exit codes** are stable:
 
   | code | meaning |

@@ -13,6 +13,28 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
+/// Gives `path` (not following a symlink) the access and modification
+/// times `meta` has: what a change inside a directory moved, put back.
+pub fn set_times(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    let times = rustix::fs::Timestamps {
+        last_access: rustix::fs::Timespec {
+            tv_sec: meta.atime(),
+            tv_nsec: meta.atime_nsec(),
+        },
+        last_modification: rustix::fs::Timespec {
+            tv_sec: meta.mtime(),
+            tv_nsec: meta.mtime_nsec(),
+        },
+    };
+    rustix::fs::utimensat(
+        rustix::fs::CWD,
+        path,
+        &times,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .with_context(|| format!("setting the times of {}", path.display()))
+}
+
 /// Sets every mtime/atime newer than `epoch` under `root` (root included,
 /// symlinks themselves) to `epoch`.
 pub fn clamp_times(root: &Path, epoch: i64) -> Result<()> {

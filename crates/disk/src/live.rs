@@ -157,6 +157,9 @@ pub(crate) fn make_initramfs(job: &InitramfsJob) -> Result<()> {
             );
         }
     }
+    // Its times are put back afterwards: the deployment is the disks' and
+    // the root image's content, the same whether live media are made or not.
+    let parent_times = std::fs::symlink_metadata(&at)?;
     let dir = job.deployment.join(MODULE_DIR);
     if std::fs::symlink_metadata(&dir).is_ok() {
         bail!(
@@ -167,7 +170,8 @@ pub(crate) fn make_initramfs(job: &InitramfsJob) -> Result<()> {
     let made = run_dracut(job, &dir);
     let removed = std::fs::remove_dir_all(&dir);
     made?;
-    removed.with_context(|| format!("removing {}", dir.display()))
+    removed.with_context(|| format!("removing {}", dir.display()))?;
+    fs::set_times(&at, &parent_times)
 }
 
 fn run_dracut(job: &InitramfsJob, module_dir: &Path) -> Result<()> {
@@ -322,19 +326,15 @@ pub(crate) fn build(inputs: &Inputs) -> Result<Vec<Artifact>> {
     let id = inputs.id;
     let base = format!("{}-{}", id.osname, id.version);
     let names = [
-        ("live-iso", "iso", format!("{base}-live.x86_64.iso")),
+        (IMAGES[0], "iso", format!("{base}-live.x86_64.iso")),
+        (IMAGES[1], "kernel", format!("{base}-live-kernel-x86_64")),
         (
-            "live-kernel",
-            "kernel",
-            format!("{base}-live-kernel-x86_64"),
-        ),
-        (
-            "live-initramfs",
+            IMAGES[2],
             "initramfs",
             format!("{base}-live-initramfs.x86_64.img"),
         ),
         (
-            "live-rootfs",
+            IMAGES[3],
             "rootfs",
             format!("{base}-live-rootfs.x86_64.img"),
         ),
