@@ -66,23 +66,24 @@ pub fn aleph(id: &Identity) -> Value {
 
 /// The BLS title: the OS name, the build version and the OCP release.
 pub fn bls_title(pretty_name: &str, id: &Identity, index: usize) -> String {
-    let ocp = id
-        .openshift_version
-        .as_ref()
-        .map(|v| format!(" (OpenShift {v})"))
-        .unwrap_or_default();
-    format!("{pretty_name} {}{ocp} (ostree:{index})", id.version)
+    title(pretty_name, id, &format!("ostree:{index}"))
 }
 
 /// The live media's boot menu title and ISO application id:
 /// `<NAME> <version> (OpenShift <v>) (live)`.
 pub fn live_title(pretty_name: &str, id: &Identity) -> String {
+    title(pretty_name, id, "live")
+}
+
+/// `<NAME> <version> (OpenShift <v>) (<what>)`, without the OpenShift
+/// part for a base image.
+fn title(pretty_name: &str, id: &Identity, what: &str) -> String {
     let ocp = id
         .openshift_version
         .as_ref()
         .map(|v| format!(" (OpenShift {v})"))
         .unwrap_or_default();
-    format!("{pretty_name} {}{ocp} (live)", id.version)
+    format!("{pretty_name} {}{ocp} ({what})", id.version)
 }
 
 /// `/boot/coreos/platforms.json`: per platform its GRUB commands and kernel

@@ -71,6 +71,8 @@ pub fn find_deb(cache: &Path) -> Result<PathBuf> {
 pub struct Kernel {
     _dir: tempfile::TempDir,
     pub vmlinuz: Vec<u8>,
+    /// The build configuration (`boot/config-<uname>`).
+    pub config: Vec<u8>,
     /// Debian's uname, e.g. `6.1.0-57-amd64`.
     pub uname: String,
     root: PathBuf,
@@ -100,12 +102,16 @@ impl Kernel {
         let vmlinuz_path = dir.path().join(format!("boot/vmlinuz-{uname}"));
         let vmlinuz = std::fs::read(&vmlinuz_path)
             .with_context(|| format!("reading {}", vmlinuz_path.display()))?;
+        let config_path = dir.path().join(format!("boot/config-{uname}"));
+        let config = std::fs::read(&config_path)
+            .with_context(|| format!("reading {}", config_path.display()))?;
         let root = mod_root.join(&uname);
         let mut modules = BTreeMap::new();
         index_modules(&root, &root, &mut modules)?;
         Ok(Self {
             _dir: dir,
             vmlinuz,
+            config,
             uname,
             root,
             modules,
@@ -191,6 +197,9 @@ impl Kernel {
             FileSpec::dir("/usr/lib/modules", 0o755),
             FileSpec::dir(&base, 0o755),
             FileSpec::file(&format!("{base}/vmlinuz"), self.vmlinuz.clone(), 0o755),
+            // RHEL's kernel-core ships the build configuration beside the
+            // image (what tools ask the kernel's features of).
+            FileSpec::file(&format!("{base}/config"), self.config.clone(), 0o644),
         ];
         let mut modules = Vec::new();
         let mut dirs_core = BTreeSet::new();
