@@ -16,7 +16,11 @@
 //! - [`derived`]: base image + plain layers from directories of changes
 //!   (overlayfs upper dirs), whiteouts included.
 //! - [`import`](mod@import): image → commit, including derived (non-ostree) layers with OCI
-//!   whiteouts; refuses corrupt or hostile input.
+//!   whiteouts; refuses corrupt or hostile input. The flow and API live in
+//!   `import`; its private submodules are `objects` (ostree layers' tar
+//!   entries → objects), `derived_tree` (derived layers merged onto the
+//!   base as ostree-ext does, then committed) and `entries` (what those
+//!   two share).
 //! - [`inspect`](mod@inspect): labels, layers, packages of an image; the diff of two images.
 //! - [`labels`]: label names and the validated values read from them
 //!   (`OsName`, `OcpVersion`, `Version`, …): images are untrusted input.
@@ -26,8 +30,10 @@
 //! - `layout`: verified reading of OCI layouts; tags and pruning of the
 //!   shared blob store.
 //! - `commit` (private): an ostree commit as plain data.
-//! - `tarball`, `compress` (private): deterministic tar and gzip/zstd;
-//!   [`gzip_file`] compresses a file (a disk) the same way.
+//! - `tarball`, `compress` (private): deterministic tar (fields set through
+//!   `tar::Header`, name and checksum by hand) and gzip/zstd (miniz_oxide,
+//!   not flate2, whose backend depends on the build); [`gzip_file`]
+//!   compresses a file (a disk) the same way.
 //! - `artifact` (private): files written to a temporary name and renamed,
 //!   hashed as they are written.
 //!

@@ -1,18 +1,23 @@
 //! Deterministic tar writing and safe tar path handling.
 //!
 //! Layers must be byte-identical across runs and machines, so this module
-//! writes tar headers itself instead of trusting a library's defaults: GNU
-//! format, the caller's fixed mtime, numeric uid/gid only (no user or group
-//! names), GNU `L`/`K` records for long names, base-256 for numbers that do not
-//! fit in octal. Names and link targets are written exactly as given — a
-//! symlink target like `../..//sbin/chkconfig` is content, and rewriting it
-//! would change the ostree checksum of the file.
+//! sets every header field itself instead of trusting a library's defaults
+//! (`tar::Builder` reads them from the file system): GNU format, the
+//! caller's fixed mtime, numeric uid/gid only (no user or group names), GNU
+//! `L`/`K` records for long names, base-256 for numbers that do not fit in
+//! octal. The numeric fields go through `tar::Header`'s setters; the name
+//! and the checksum are written here (`header` says why). Names and
+//! link targets are written exactly as given — a symlink target like
+//! `../..//sbin/chkconfig` is content, and rewriting it would change the
+//! ostree checksum of the file.
 //!
 //! The reading side ([`normalize_entry_path`]) turns a tar entry name into a
 //! relative path with no `.` or `..` parts, or refuses it. This module must not
 //! know about ostree or OCI; it only speaks tar.
 
 use std::io::{self, Read, Write};
+
+use tar::EntryType;
 
 /// Size of a tar block.
 const BLOCK: usize = 512;
@@ -62,7 +67,7 @@ impl<W: Write> TarWriter<W> {
         } else {
             format!("{path}/")
         };
-        self.entry(name.as_bytes(), b'5', meta, 0, b"")
+        self.entry(name.as_bytes(), EntryType::Directory, meta, 0, b"")
     }
 
     /// A regular file of `size` bytes read from `data`; fails if `data` has
@@ -74,7 +79,7 @@ impl<W: Write> TarWriter<W> {
         size: u64,
         data: &mut dyn Read,
     ) -> io::Result<()> {
-        self.entry(path.as_bytes(), b'0', meta, size, b"")?;
+        self.entry(path.as_bytes(), EntryType::Regular, meta, size, b"")?;
         let copied = io::copy(&mut data.take(size), &mut self.out)?;
         if copied != size {
             return Err(io::Error::new(
@@ -92,12 +97,18 @@ impl<W: Write> TarWriter<W> {
 
     /// A symbolic link; `target` is stored verbatim.
     pub(crate) fn symlink(&mut self, path: &str, meta: Meta, target: &str) -> io::Result<()> {
-        self.entry(path.as_bytes(), b'2', meta, 0, target.as_bytes())
+        self.entry(
+            path.as_bytes(),
+            EntryType::Symlink,
+            meta,
+            0,
+            target.as_bytes(),
+        )
     }
 
     /// A hard link to an earlier entry of this stream.
     pub(crate) fn hardlink(&mut self, path: &str, meta: Meta, target: &str) -> io::Result<()> {
-        self.entry(path.as_bytes(), b'1', meta, 0, target.as_bytes())
+        self.entry(path.as_bytes(), EntryType::Link, meta, 0, target.as_bytes())
     }
 
     /// PAX extended header records (`key=value`) for the next entry, e.g.
@@ -120,12 +131,12 @@ impl<W: Write> TarWriter<W> {
         }
         let h = header(
             b"././@PaxHeader",
-            b'x',
+            EntryType::XHeader,
             Meta::root(0o644),
             data.len() as u64,
             b"",
             0,
-        );
+        )?;
         self.out.write_all(&h)?;
         self.out.write_all(&data)?;
         self.pad(data.len() as u64)
@@ -149,7 +160,7 @@ impl<W: Write> TarWriter<W> {
     fn entry(
         &mut self,
         name: &[u8],
-        kind: u8,
+        kind: EntryType,
         meta: Meta,
         size: u64,
         link: &[u8],
@@ -161,10 +172,10 @@ impl<W: Write> TarWriter<W> {
             ));
         }
         if link.len() > 100 {
-            self.long_record(b'K', link)?;
+            self.long_record(EntryType::GNULongLink, link)?;
         }
         if name.len() > 100 {
-            self.long_record(b'L', name)?;
+            self.long_record(EntryType::GNULongName, name)?;
         }
         let h = header(
             &name[..name.len().min(100)],
@@ -173,14 +184,14 @@ impl<W: Write> TarWriter<W> {
             size,
             &link[..link.len().min(100)],
             self.mtime,
-        );
+        )?;
         self.out.write_all(&h)
     }
 
     /// GNU long name (`L`) or long link (`K`) record.
-    fn long_record(&mut self, kind: u8, value: &[u8]) -> io::Result<()> {
+    fn long_record(&mut self, kind: EntryType, value: &[u8]) -> io::Result<()> {
         let size = value.len() as u64 + 1;
-        let h = header(b"././@LongLink", kind, Meta::root(0o644), size, b"", 0);
+        let h = header(b"././@LongLink", kind, Meta::root(0o644), size, b"", 0)?;
         self.out.write_all(&h)?;
         self.out.write_all(value)?;
         self.out.write_all(&[0])?;
@@ -188,42 +199,42 @@ impl<W: Write> TarWriter<W> {
     }
 }
 
-/// One GNU tar header block.
-fn header(name: &[u8], kind: u8, meta: Meta, size: u64, link: &[u8], mtime: u64) -> [u8; BLOCK] {
-    let mut h = [0u8; BLOCK];
-    h[..name.len()].copy_from_slice(name);
-    numeric(&mut h[100..108], u64::from(meta.mode & 0o7777));
-    numeric(&mut h[108..116], u64::from(meta.uid));
-    numeric(&mut h[116..124], u64::from(meta.gid));
-    numeric(&mut h[124..136], size);
-    numeric(&mut h[136..148], mtime);
-    h[156] = kind;
-    h[157..157 + link.len()].copy_from_slice(link);
-    h[257..263].copy_from_slice(b"ustar ");
-    h[263..265].copy_from_slice(b" \0");
-    // The checksum is computed with its own field set to spaces.
+/// One GNU tar header block. The numeric fields go through the `tar`
+/// crate's setters (zero-padded octal with a NUL terminator, GNU base-256
+/// when a value does not fit, the same thresholds); the name and the
+/// checksum do not, see below.
+fn header(
+    name: &[u8],
+    kind: EntryType,
+    meta: Meta,
+    size: u64,
+    link: &[u8],
+    mtime: u64,
+) -> io::Result<[u8; BLOCK]> {
+    let mut h = tar::Header::new_gnu();
+    // Not `set_path`: it normalizes the name (drops a directory's trailing
+    // `/`, folds `//` and `.`) and refuses more than 100 bytes, where the
+    // name is kept verbatim and cut to the field (an `L` record before the
+    // header holds all of it).
+    h.as_old_mut().name[..name.len()].copy_from_slice(name);
+    h.set_mode(meta.mode & 0o7777);
+    h.set_uid(u64::from(meta.uid));
+    h.set_gid(u64::from(meta.gid));
+    h.set_size(size);
+    h.set_mtime(mtime);
+    h.set_entry_type(kind);
+    h.set_link_name_literal(link)?;
+    // Not `set_cksum`: it writes seven octal digits and a NUL (`0012345\0`),
+    // where GNU tar, and every layer strata has written, has six digits, a
+    // NUL and a space (`012345\0 `). Readers take either, but the change
+    // would alter every header and so every layer digest. The checksum is
+    // computed with its own field set to spaces.
+    let mut h = *h.as_bytes();
     h[148..156].copy_from_slice(b"        ");
     let sum: u32 = h.iter().map(|&b| u32::from(b)).sum();
     let cksum = format!("{sum:06o}\0 ");
     h[148..156].copy_from_slice(cksum.as_bytes());
-    h
-}
-
-/// Writes `value` as zero-padded octal with a NUL terminator, or as GNU
-/// base-256 when it does not fit.
-fn numeric(field: &mut [u8], value: u64) {
-    let digits = field.len() - 1;
-    if value < 1u64 << (3 * digits) {
-        let s = format!("{value:0digits$o}");
-        field[..digits].copy_from_slice(s.as_bytes());
-        field[digits] = 0;
-    } else {
-        field.fill(0);
-        let bytes = value.to_be_bytes();
-        let n = field.len();
-        field[n - 8..].copy_from_slice(&bytes);
-        field[0] |= 0x80;
-    }
+    Ok(h)
 }
 
 /// Why a tar entry name is refused.
@@ -374,6 +385,52 @@ mod tests {
                 ),
                 ("SCHILY.xattr.user.k".to_string(), long_value),
             ]
+        );
+    }
+
+    /// The bytes are pinned: every header field (octal and base-256
+    /// numbers, the checksum's format, long-name and PAX records, names and
+    /// link targets kept verbatim) goes into every layer digest.
+    #[test]
+    fn output_bytes_are_pinned() {
+        use sha2::{Digest as _, Sha256};
+        let mut w = TarWriter::new(Vec::new(), 0);
+        w.dir("usr/", Meta::root(0o755)).unwrap();
+        w.dir("usr//lib", Meta::root(0o755)).unwrap();
+        w.data("usr/a", Meta::root(0o644), b"hello").unwrap();
+        w.data(&format!("usr/{}", "n".repeat(100)), Meta::root(0o600), b"")
+            .unwrap();
+        w.data(
+            &format!("usr/{}/f", "d".repeat(150)),
+            Meta::root(0o644),
+            b"x",
+        )
+        .unwrap();
+        w.symlink("usr/denormal", Meta::root(0o777), "../..//sbin/./x")
+            .unwrap();
+        w.symlink("usr/long", Meta::root(0o777), &"t/".repeat(70))
+            .unwrap();
+        w.hardlink("usr/b", Meta::root(0o644), "usr/a").unwrap();
+        w.pax(&[("SCHILY.xattr.security.capability".into(), vec![1, 0, 0, 2])])
+            .unwrap();
+        w.data("usr/bin/ping", Meta::root(0o4755), b"ping").unwrap();
+        for (uid, gid) in [(2_097_151, 2_097_152), (4_000_000_000, u32::MAX)] {
+            let meta = Meta {
+                uid,
+                gid,
+                mode: 0o7777,
+            };
+            w.data(&format!("usr/ids-{uid}"), meta, b"").unwrap();
+        }
+        for mtime in [8_589_934_591, 8_589_934_592, u64::MAX] {
+            w.set_mtime(mtime);
+            w.data(&format!("usr/t-{mtime}"), Meta::root(0o644), b"t")
+                .unwrap();
+        }
+        let bytes = w.finish().unwrap();
+        assert_eq!(
+            hex::encode(Sha256::digest(&bytes)),
+            "7d9adf0f4b888d83de8a420f017ede09d115ef7cd819e1e03918648ce9f7d6e7"
         );
     }
 
