@@ -363,12 +363,12 @@ fn boot_live_media(artifacts: &Value, dir: &Path, marker: &str) {
     pxe.memory_mib = 2048;
     let booted = std::thread::scope(|scope| {
         [("ISO with a config (BIOS)", &cd_bios), ("PXE", &pxe)]
-        .map(|(how, spec)| {
-            let mut spec = spec.clone();
-            spec.timeout = Duration::from_secs(360);
-            (how, scope.spawn(move || boot(&spec)))
-        })
-        .map(|(how, t)| (how, t.join().unwrap()))
+            .map(|(how, spec)| {
+                let mut spec = spec.clone();
+                spec.timeout = Duration::from_secs(360);
+                (how, scope.spawn(move || boot(&spec)))
+            })
+            .map(|(how, t)| (how, t.join().unwrap()))
     });
     for (how, res) in booted {
         let res = res.unwrap_or_else(|e| panic!("{how}: {e:#}"));

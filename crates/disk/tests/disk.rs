@@ -975,7 +975,10 @@ fn live_iso_boots_from_a_cd_with_uefi() {
     let mut cd = BootSpec::live_cd(Firmware::Uefi, &artifact("live-iso").path);
     cd.timeout = std::time::Duration::from_secs(300);
     let res = boot(&cd).unwrap_or_else(|e| panic!("{e:#}"));
-    eprintln!("live ISO on a CD (UEFI): {} in {:?}", res.marker, res.elapsed);
+    eprintln!(
+        "live ISO on a CD (UEFI): {} in {:?}",
+        res.marker, res.elapsed
+    );
     // The live media's command line has Ignition's first boot argument.
     assert_eq!(
         res.marker,

@@ -30,7 +30,7 @@ fn shipped_pipelines_name_known_platforms() {
         for stage in p.bases.iter().chain(&p.releases) {
             for platform in &stage.platforms {
                 assert!(
-                    strata_disk::Platform::get(platform).is_ok(),
+                    strata_disk::check_platform(platform).is_ok(),
                     "{path}: unknown platform {platform}"
                 );
             }
