@@ -1,6 +1,6 @@
 //! Process-level behaviour: two contexts in one process are serialised by
 //! the process-wide lock, and installs run in parallel in child processes
-//! (the test binary re-executes itself as the child, as the CLI will).
+//! (`strata-dnf-child`, as the CLI starts itself as a worker).
 
 mod common;
 
@@ -11,36 +11,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{fixture, require_root, rpm_qa};
-use strata_dnf::job::{run_in_child, serve_child, InstallJob};
+use strata_dnf::job::{run_in_child, InstallJob};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Error};
 
-/// The child side, run only by `child_command` (ignored in a normal run,
-/// where it would test nothing).
-#[test]
-#[ignore = "the child process of the tests below; they start it with --ignored"]
-fn child_entry() {
-    assert!(
-        std::env::var_os("STRATA_DNF_TEST_CHILD").is_some(),
-        "started by child_command only"
-    );
-    let args: Vec<String> = std::env::args().collect();
-    let n = args.len();
-    let ok =
-        serve_child(Path::new(&args[n - 2]), Path::new(&args[n - 1])).expect("serving the job");
-    std::process::exit(if ok { 0 } else { 1 });
-}
-
+/// The child: the crate's own worker binary, serving one job.
 fn child_command() -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "child_entry",
-        "--ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env("STRATA_DNF_TEST_CHILD", "1");
-    cmd
+    Command::new(env!("CARGO_BIN_EXE_strata-dnf-child"))
 }
 
 #[test]
