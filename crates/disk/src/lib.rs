@@ -205,6 +205,27 @@ pub fn check_platform(name: &str) -> Result<()> {
     Platform::get(name).map(|_| ())
 }
 
+/// The names `platforms`' artifacts have in a build's record (meta.json
+/// `images`), in the order [`build`] lists them (disks, then the live
+/// media's files), each with whether `compress` applies to it (live media
+/// are stored as they are).
+pub fn recorded_artifacts(platforms: &[String], compress: Compress) -> Vec<(&str, bool)> {
+    let gzip = compress == Compress::Gzip;
+    let live = platforms.iter().any(|p| p == live::LIVE);
+    platforms
+        .iter()
+        .map(String::as_str)
+        .filter(|p| *p != live::LIVE)
+        .map(|p| (p, gzip))
+        .chain(
+            live.then_some(live::IMAGES)
+                .into_iter()
+                .flatten()
+                .map(|name| (name, false)),
+        )
+        .collect()
+}
+
 /// Builds the disk images of `opts.image` for `opts.platforms`.
 pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     let live = opts.platforms.iter().any(|p| p == live::LIVE);
@@ -278,7 +299,17 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         opts,
         id: &id,
         platforms: &platforms,
-        live: live.then(|| kver.to_string()),
+        // Read from the commit before anything is deployed, like the rest
+        // of the preflight.
+        live: if live {
+            Some(LivePlan {
+                kver: kver.to_string(),
+                initramfs_args: live::recorded_initramfs_args(&repo, &id.ostree_commit)
+                    .with_context(|| format!("image {}", id.image))?,
+            })
+        } else {
+            None
+        },
         epoch,
         ns: &ns,
         stage: Stage::new(staging.path()),
@@ -328,6 +359,14 @@ impl Stage {
     }
 }
 
+/// What the live media are made with, read from the commit.
+struct LivePlan {
+    /// The kernel version they boot.
+    kver: String,
+    /// The initramfs generator's arguments the base recorded.
+    initramfs_args: Vec<String>,
+}
+
 /// One build's inputs, each from a different step of [`build`], and where
 /// it stages its parts: what its stages share.
 struct Build<'a> {
@@ -335,8 +374,8 @@ struct Build<'a> {
     opts: &'a DiskOptions,
     id: &'a Identity,
     platforms: &'a [&'static Platform],
-    /// Live media too: the kernel version they boot.
-    live: Option<String>,
+    /// Live media too.
+    live: Option<LivePlan>,
     epoch: i64,
     ns: &'a Namespace<'a>,
     stage: Stage,
@@ -369,7 +408,7 @@ impl Build<'_> {
 
         // Before the disks, which remove the sysroot once written.
         let live = match &self.live {
-            Some(kver) => self.write_live(&deployment, kver, &files.pretty)?,
+            Some(plan) => self.write_live(&deployment, plan, &files.pretty)?,
             None => Vec::new(),
         };
         let mut artifacts = self.write_disks(&files, root_min)?;
@@ -387,8 +426,12 @@ impl Build<'_> {
     }
 
     /// The live ISO and PXE files, from the deployment and the sysroot.
-    fn write_live(&self, deployment: &Path, kver: &str, pretty: &str) -> Result<Vec<Artifact>> {
-        let repo = resolve::open_repo(&self.w.repo())?;
+    fn write_live(
+        &self,
+        deployment: &Path,
+        plan: &LivePlan,
+        pretty: &str,
+    ) -> Result<Vec<Artifact>> {
         let metal = Platform::get("metal")?;
         live::build(&live::Inputs {
             ns: self.ns,
@@ -399,8 +442,8 @@ impl Build<'_> {
             esp: &self.stage.esp,
             work: &self.stage.dir.join("live"),
             out: &self.stage.out,
-            kver,
-            initramfs_args: live::recorded_initramfs_args(&repo, &self.id.ostree_commit)?,
+            kver: &plan.kver,
+            initramfs_args: plan.initramfs_args.clone(),
             title: meta::live_title(pretty, self.id),
             console_kargs: metal.console_kargs,
             grub_commands: metal.grub_commands,

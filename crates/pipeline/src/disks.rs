@@ -107,25 +107,11 @@ pub fn existing(
     if !build_dir.join("stream.json").exists() {
         return Ok(None);
     }
-    // Disks first, then the live media's files, as a build lists them.
-    let live = platforms.iter().any(|p| p == strata_disk::live::LIVE);
-    let names = platforms
-        .iter()
-        .map(String::as_str)
-        .filter(|p| *p != strata_disk::live::LIVE)
-        .chain(
-            live.then_some(strata_disk::live::IMAGES)
-                .into_iter()
-                .flatten(),
-        );
     let mut out = Vec::new();
-    for p in names {
+    for (p, gzip) in strata_disk::recorded_artifacts(platforms, store.compress) {
         let Some(img) = disks.images.get(p) else {
             return Ok(None);
         };
-        // Live media are stored as they are, whatever the disks' store.
-        let gzip = store.compress == strata_disk::Compress::Gzip
-            && !strata_disk::live::IMAGES.contains(&p);
         if img.uncompressed_sha256.is_some() != gzip {
             return Ok(None);
         }
