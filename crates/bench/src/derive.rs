@@ -31,9 +31,9 @@ pub fn serve_worker() -> Option<ExitCode> {
     Some(strata_derive::worker::main(args))
 }
 
-fn worker() -> Result<strata_derive::WorkerCommand> {
+fn worker() -> Result<strata_derive::Worker> {
     let exe = std::env::current_exe().context("finding the bench executable")?;
-    Ok(strata_derive::WorkerCommand::new(exe).arg(WORKER))
+    Ok(strata_derive::Worker::new(exe).arg(WORKER))
 }
 
 fn demo(name: &str) -> PathBuf {

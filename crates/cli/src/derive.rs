@@ -42,7 +42,7 @@ pub struct DeriveWorkerArgs {
 }
 
 /// How derive starts its workers: this very binary, hidden subcommand.
-pub(crate) fn worker() -> Result<strata_derive::WorkerCommand> {
+pub(crate) fn worker() -> Result<strata_derive::Worker> {
     crate::worker("__derive-worker")
 }
 

@@ -159,9 +159,9 @@ fn init_logging(log: &LogArgs) {
 
 /// How a stage starts its worker: this very binary with the hidden
 /// subcommand `sub`, logging at this process's level.
-pub(crate) fn worker(sub: &str) -> Result<strata_derive::WorkerCommand> {
+pub(crate) fn worker(sub: &str) -> Result<strata_derive::Worker> {
     let exe = std::env::current_exe().context("finding the strata executable")?;
-    let mut w = strata_derive::WorkerCommand::new(exe).arg(sub);
+    let mut w = strata_derive::Worker::new(exe).arg(sub);
     if let Some(level) = WORKER_LOG.get() {
         w = w.env("RUST_LOG", level);
     }
@@ -228,6 +228,19 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
         }
     };
     init_logging(&cli.log);
+    // Stages that install packages write files for the image's many users:
+    // an ordinary user's strata re-executes itself as root of a user
+    // namespace holding them, before anything is read or written.
+    let installs = match &cli.command {
+        Command::Compose(_) => Some("strata compose"),
+        Command::Derive(_) => Some("strata derive"),
+        Command::Build(_) => Some("strata build"),
+        Command::Demo(_) => Some("strata demo"),
+        _ => None,
+    };
+    if let Some(what) = installs {
+        strata_process::userns::become_root(what)?;
+    }
     match cli.command {
         Command::Fixture(args) => demo::fixture(args),
         Command::Demo(args) => demo::run(args),

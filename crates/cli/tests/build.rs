@@ -46,8 +46,21 @@ fn demo(name: &str) -> PathBuf {
 
 /// Runs `strata ARGS… --json`: exit 0 and one JSON object on stdout.
 fn strata_json(args: &[&str]) -> Value {
+    strata_json_from(Command::new(env!("CARGO_BIN_EXE_strata")), args)
+}
+
+/// [`strata_json`] as an ordinary user with subordinate ids (strata-test).
+fn strata_json_as_user(args: &[&str]) -> Value {
+    let none: [&str; 0] = [];
+    strata_json_from(
+        strata_testdistro::as_subid_user(env!("CARGO_BIN_EXE_strata"), none),
+        args,
+    )
+}
+
+fn strata_json_from(mut cmd: Command, args: &[&str]) -> Value {
     let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+    let out = cmd
         .args(args)
         .arg("--json")
         .env("RUST_LOG", "warn")
@@ -1008,11 +1021,16 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
 /// (8.6 with OpenShift 4.12, 9.6 with 4.19 and 4.20), each release on its
 /// own base, plus where the fixtures and pipeline are and the bytes shared
 /// and per release; a second run builds nothing.
+///
+/// Run as an ordinary user with subordinate ids (strata-test), as a
+/// developer runs `make demo`: every stage in a user namespace. (The
+/// stages' own tests check that such builds give root's bytes.)
 #[test]
 fn demo_builds_the_pipeline_then_nothing() {
     let tmp = tempfile::tempdir().unwrap();
+    strata_testdistro::give_to_subid_user(tmp.path());
     let w = tmp.path().join("w");
-    let first = strata_json(&["demo", "--workdir", w.to_str().unwrap()]);
+    let first = strata_json_as_user(&["demo", "--workdir", w.to_str().unwrap()]);
     assert_shape(&first, "build");
     assert_shape(&first, "demo");
     assert_eq!(first["changed"], true);
@@ -1075,7 +1093,7 @@ fn demo_builds_the_pipeline_then_nothing() {
             qemu["uncompressed-sha256"].as_str()
         );
     }
-    let again = strata_json(&["demo", "--workdir", w.to_str().unwrap()]);
+    let again = strata_json_as_user(&["demo", "--workdir", w.to_str().unwrap()]);
     assert_eq!(again["changed"], false);
     assert_eq!(again["digest"], first["digest"]);
 }

@@ -160,6 +160,36 @@ fn failures_exit_1_with_one_error_line() {
     assert!(out.stdout.is_empty());
 }
 
+/// An ordinary user without subordinate ids (nobody) cannot hold an
+/// image's users: compose says what to add, in one line, before it
+/// creates anything.
+#[test]
+fn an_ordinary_user_without_subordinate_ids_is_told_what_to_add() {
+    let d = tempfile::tempdir().unwrap();
+    std::os::unix::fs::chown(d.path(), Some(65534), Some(65534)).unwrap();
+    let w = d.path().join("w");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_strata"))
+        .args(["compose", "--json", "--workdir"])
+        .arg(&w)
+        .arg(demo_manifest())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: strata compose as an ordinary user needs")
+            && stderr.contains("/etc/subuid")
+            && stderr.contains("or run as root"),
+        "{stderr}"
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["kind"], "failure");
+    assert!(!w.exists(), "nothing is created");
+}
+
 /// Runs `cmd` until a stderr line contains `marker`, then SIGKILLs it.
 fn kill_at(cmd: &mut Command, marker: &'static str) {
     let mut child = cmd

@@ -62,8 +62,11 @@ impl Build<'_> {
         let c = self.c;
         // The installing context lives as long as the build.
         let mut dnf = Dnf::new(c.dnf_opts.clone(), c.repo_configs.clone())?;
+        // Scriptlets, the initramfs generator and postprocess scripts write
+        // to /dev/null; gone before the tree becomes an OS tree.
+        let nodes = files::DeviceNodes::make(&c.root)?;
         let installed = self.install(&mut dnf)?;
-        let tree = self.postprocess(&installed.version)?;
+        let tree = self.postprocess(&installed.version, nodes)?;
         let repo = commit::open_repo(&c.wd.repo())?;
         let checksum = self.commit(&repo, &installed, &tree)?;
         let tag = format!("{}-{}", c.stream, installed.version);
@@ -127,7 +130,9 @@ impl Build<'_> {
             .previous
             .as_ref()
             .and_then(|p| read_accounts(c.wd, &c.stream, &p.version));
-        prepare_root(&c.root, previous_accounts.as_ref())?;
+        if let Some(acc) = &previous_accounts {
+            passwd::seed(&c.root, acc)?;
+        }
         // The install itself warns about each failure ignore-scripts lets through.
         let report = resolved.install().context("installing packages")?;
         Ok(Installed {
@@ -140,7 +145,7 @@ impl Build<'_> {
     /// The initramfs, the manifest's files, scripts and units, accounts,
     /// os-release, the bootloader payload, the ostree conventions and the
     /// rpmdb as the target's rpm reads it.
-    fn postprocess(&self, version: &str) -> Result<Postprocessed> {
+    fn postprocess(&self, version: &str, nodes: files::DeviceNodes) -> Result<Postprocessed> {
         let (root, manifest, sde) = (&self.c.root, self.c.manifest(), self.sde);
         let kernel = tree::find_kernel(root)?;
         let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
@@ -162,6 +167,7 @@ impl Build<'_> {
         );
         let bootloader =
             bootupd::generate_update_metadata(root, &bootupd::rpm_owners(root, "/var/lib/rpm"))?;
+        nodes.remove()?;
         tree::apply(root)?;
         // Installed with the host's rpm (sqlite); stored as the target's rpm
         // reads it.
@@ -329,13 +335,4 @@ fn pretty<T: Serialize>(v: &T) -> Vec<u8> {
 fn read_accounts(wd: &Workdir, stream: &str, version: &str) -> Option<Accounts> {
     let text = std::fs::read(wd.build_dir(stream, version).join("accounts.json")).ok()?;
     serde_json::from_slice(&text).ok()
-}
-
-/// Device nodes scriptlets write to, and the previous build's accounts.
-fn prepare_root(root: &Path, previous: Option<&Accounts>) -> Result<()> {
-    files::make_device_nodes(root)?;
-    if let Some(acc) = previous {
-        passwd::seed(root, acc)?;
-    }
-    Ok(())
 }

@@ -316,8 +316,12 @@ fn unchanged_inputs_do_no_work() {
 
 /// The build that another checkout on another machine makes: the manifests
 /// and the repos are the same, their paths are not.
+/// Rebuilt from the lockfile elsewhere — another checkout of the
+/// manifests, a mirror of the repos, a fresh workdir — and by an ordinary
+/// user (strata-test, with subordinate ids, as root of a user namespace):
+/// the same commit and image bytes as root's compose.
 #[test]
-fn same_inputs_give_the_same_commit_in_a_fresh_workdir_at_other_paths_and_from_the_lockfile() {
+fn same_inputs_give_the_same_commit_in_a_fresh_workdir_at_other_paths_and_as_an_ordinary_user() {
     let _serial = serial();
     let (_, r) = demo();
     let f = fixture();
@@ -330,16 +334,41 @@ fn same_inputs_give_the_same_commit_in_a_fresh_workdir_at_other_paths_and_from_t
         .arg(&checkout));
     let mirror = elsewhere.path().join("mirror");
     run(Command::new("cp").arg("-al").arg(&f.root).arg(&mirror));
-    let w = tempfile::tempdir().unwrap();
-    let locked = compose(
-        &ComposeOptions::new(checkout.join("rhel-8.6.yaml"), w.path())
-            .vars(Vars::from_assignments([format!("fixture={}", mirror.display())]).unwrap())
-            .lockfile(Some(r.lockfile.clone())),
+    let lockfile = elsewhere.path().join("lockfile.json");
+    std::fs::copy(&r.lockfile, &lockfile).unwrap();
+    let w = elsewhere.path().join("w");
+    std::fs::create_dir(&w).unwrap();
+    strata_testdistro::give_to_subid_user(&w);
+    let out = strata_testdistro::as_subid_user(
+        env!("CARGO_BIN_EXE_strata-compose"),
+        [
+            checkout.join("rhel-8.6.yaml").into_os_string(),
+            w.clone().into_os_string(),
+            lockfile.into_os_string(),
+            format!("fixture={}", mirror.display()).into(),
+        ],
     )
+    .output()
     .unwrap();
-    assert_eq!(locked.inputhash, r.inputhash);
-    assert_eq!(locked.ostree_commit, r.ostree_commit);
-    assert_eq!(locked.digest, r.digest, "same commit, same image bytes");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let locked: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(locked["inputhash"], r.inputhash.as_str());
+    assert_eq!(locked["ostree_commit"], r.ostree_commit.as_str());
+    assert_eq!(
+        locked["digest"],
+        r.digest.as_str(),
+        "same commit, same image bytes"
+    );
+    // What it wrote is the user's, on the host.
+    let (uid, _) = strata_testdistro::subid_user();
+    for sub in ["repo", "oci", "builds"] {
+        let meta = std::fs::metadata(w.join(sub)).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), uid, "{sub}");
+    }
 }
 
 /// The uid `/usr/lib/passwd` of `workdir`'s build gives `user`.

@@ -58,7 +58,7 @@ use strata_workdir::Workdir;
 
 pub use base::Base;
 pub use overrides::OverrideRpm;
-pub use worker::WorkerCommand;
+pub use strata_process::worker::Worker;
 
 use install::Built;
 use os::BaseOs;
@@ -84,7 +84,7 @@ pub struct DeriveOptions {
     /// and the release packages' build times.
     pub source_date_epoch: Option<u64>,
     /// How to start a worker process.
-    pub worker: WorkerCommand,
+    pub worker: Worker,
     pub transport: TransportOptions,
 }
 
@@ -93,7 +93,7 @@ impl DeriveOptions {
         workdir: impl Into<PathBuf>,
         base: impl Into<String>,
         manifests: Vec<PathBuf>,
-        worker: WorkerCommand,
+        worker: Worker,
     ) -> Self {
         Self {
             workdir: workdir.into(),

@@ -19,53 +19,14 @@
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use strata_dnf::job::InstallJob;
+use strata_process::worker::{Isolation, JobError, Worker};
 use strata_rootfs::initramfs::{self, Generator};
 use strata_rootfs::{bootupd, files, passwd, sandbox, tree};
-
-/// How the parent starts a worker: a program and the arguments before the
-/// two file paths (`strata __derive-worker`, or the test binary).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkerCommand {
-    pub program: PathBuf,
-    pub args: Vec<OsString>,
-    /// Environment the worker gets on top of this process's (the log
-    /// level, say: set here rather than in this process's environment).
-    pub envs: Vec<(OsString, OsString)>,
-}
-
-impl WorkerCommand {
-    pub fn new(program: impl Into<PathBuf>) -> Self {
-        Self {
-            program: program.into(),
-            args: Vec::new(),
-            envs: Vec::new(),
-        }
-    }
-
-    pub fn arg(mut self, a: impl Into<OsString>) -> Self {
-        self.args.push(a.into());
-        self
-    }
-
-    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.envs.push((key.into(), value.into()));
-        self
-    }
-
-    /// The program with its leading arguments and environment, ready for
-    /// more.
-    pub fn command(&self) -> Command {
-        let mut c = Command::new(&self.program);
-        c.args(&self.args);
-        c.envs(self.envs.iter().map(|(k, v)| (k, v)));
-        c
-    }
-}
 
 /// A file to put into the tree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,154 +76,54 @@ pub use strata_workdir::record::InitramfsRecord;
 /// How many changed inputs a record names.
 pub const CHANGED_INPUTS_SHOWN: usize = 20;
 
-/// What the worker reports.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum Outcome {
-    Ok {
-        installed: Vec<String>,
-        /// rpm's messages for failed scriptlets that `ignore-scripts` let
-        /// through.
-        #[serde(default)]
-        ignored_scriptlet_failures: Vec<String>,
-        #[serde(default)]
-        initramfs: InitramfsRecord,
-    },
-    Err {
-        message: String,
-    },
-}
-
 /// What a worker installed.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Installed {
     /// NEVRAs.
     pub installed: Vec<String>,
+    /// rpm's messages for failed scriptlets that `ignore-scripts` let
+    /// through.
     pub ignored_scriptlet_failures: Vec<String>,
     pub initramfs: InitramfsRecord,
 }
 
-/// How many bytes of the worker's output go into an error.
-const OUTPUT_TAIL: usize = 4000;
-
 /// Runs `job` in a worker in its own mount namespace.
-pub fn run(worker: &WorkerCommand, job: &Job, scratch: &Path) -> Result<Installed> {
+pub fn run(worker: &Worker, job: &Job, scratch: &Path) -> Result<Installed> {
     if !rustix::process::geteuid().is_root() {
         bail!(
             "installing the release's packages needs root: derive mounts an overlay of the base \
-             and runs the packages' scriptlets chrooted into it (run strata derive as root)"
+             and runs the packages' scriptlets chrooted into it (run strata derive as root, or \
+             as a user with subordinate ids, which strata makes root of a user namespace)"
         );
     }
-    strata_process::require("unshare")?;
-    let job_path = scratch.join("job.json");
-    let outcome_path = scratch.join("outcome.json");
-    fs::write(&job_path, serde_json::to_vec_pretty(job)?)
-        .with_context(|| format!("writing {}", job_path.display()))?;
-    let _ = fs::remove_file(&outcome_path);
-    let output = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "--"])
-        .arg(&worker.program)
-        .args(&worker.args)
-        .arg(&job_path)
-        .arg(&outcome_path)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("starting the derive worker {}", worker.program.display()))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    tracing::debug!("derive worker output:\n{text}");
-    let outcome: Option<Outcome> = fs::read(&outcome_path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
-    match outcome {
-        Some(Outcome::Ok {
-            installed,
-            ignored_scriptlet_failures,
-            initramfs,
-        }) if output.status.success() => Ok(Installed {
-            installed,
-            ignored_scriptlet_failures,
-            initramfs,
-        }),
-        Some(Outcome::Err { message }) => bail!("{message}"),
-        _ => bail!(
-            "the derive worker failed ({}) without reporting why; its output ends with: {}",
-            output.status,
-            one_line_tail(&text)
-        ),
+    match strata_process::worker::run(worker, &Isolation::Mount, scratch, job) {
+        Ok(installed) => Ok(installed),
+        Err(JobError::Failed(message)) => bail!("{message}"),
+        Err(e) => Err(e).context("the derive worker failed"),
     }
 }
 
-/// The last lines of `s` (at most [`OUTPUT_TAIL`] bytes), joined on one
-/// line: the `error:` line stays one line.
-fn one_line_tail(s: &str) -> String {
-    tail(s, OUTPUT_TAIL)
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" | ")
+/// The worker's entry point: `JOB OUTCOME` (see [`strata_process::worker::serve`]).
+pub fn main(args: impl Iterator<Item = OsString>) -> ExitCode {
+    strata_process::worker::serve(args, |job: Job| serve(&job).map_err(|e| format!("{e:#}")))
 }
-
-fn tail(s: &str, max: usize) -> &str {
-    let mut start = s.len().saturating_sub(max);
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    &s[start..]
-}
-
-/// The worker's entry point: `JOB OUTCOME`. Exit code 0 on success, 1 when
-/// the job failed (the outcome says why), 2 on bad arguments.
-pub fn main(mut args: impl Iterator<Item = OsString>) -> ExitCode {
-    strata_process::die_with_parent();
-    let (Some(job), Some(outcome), None) = (args.next(), args.next(), args.next()) else {
-        eprintln!("usage: strata-derive-worker JOB OUTCOME");
-        return ExitCode::from(2);
-    };
-    let result = fs::read(&job)
-        .context("reading the job")
-        .and_then(|b| serde_json::from_slice::<Job>(&b).context("parsing the job"))
-        .and_then(|job| serve(&job));
-    let (code, outcome_value) = match result {
-        Ok(done) => (
-            ExitCode::SUCCESS,
-            Outcome::Ok {
-                installed: done.installed,
-                ignored_scriptlet_failures: done.ignored_scriptlet_failures,
-                initramfs: done.initramfs,
-            },
-        ),
-        Err(e) => (
-            ExitCode::from(1),
-            Outcome::Err {
-                message: format!("{e:#}"),
-            },
-        ),
-    };
-    let bytes = serde_json::to_vec(&outcome_value).expect("serializes");
-    if let Err(e) = fs::write(&outcome, bytes) {
-        eprintln!("writing {}: {e}", Path::new(&outcome).display());
-        return ExitCode::from(1);
-    }
-    code
-}
-
-/// Device nodes and the `/etc` link live only while packages install.
-const TRANSIENT: &[&str] = &["dev/null", "dev/zero", "dev/urandom", "etc"];
 
 /// Runs the job; must be called in a private mount namespace.
 fn serve(job: &Job) -> Result<Installed> {
     strata_process::require("mount")?;
-    let options = format!(
-        "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off,xino=off",
+    // No redirects, metacopy, index or inode numbers: the upper dir holds
+    // plain files, directories and whiteouts. In a user namespace, overlay
+    // keeps its own metadata in `user.overlay.*` xattrs (which refuses
+    // following redirects: nofollow, which a plain checkout never needs).
+    let mut options = format!(
+        "lowerdir={},upperdir={},workdir={},redirect_dir=nofollow,metacopy=off,index=off,xino=off",
         job.lower.display(),
         job.upper.display(),
         job.work.display()
     );
+    if !strata_process::userns::in_initial_namespace() {
+        options.push_str(",userxattr");
+    }
     if options.contains('\n') {
         bail!("overlay paths must not contain newlines");
     }
@@ -272,7 +133,7 @@ fn serve(job: &Job) -> Result<Installed> {
             .arg(&options)
             .arg(&job.merged),
     )
-    .context("mounting the overlay of the base (derive runs as root)")?;
+    .context("mounting the overlay of the base")?;
     let result = install(job);
     let unmounted = strata_process::run(Command::new("umount").arg(&job.merged));
     let installed = result?;
@@ -285,8 +146,10 @@ fn install(job: &Job) -> Result<Installed> {
     if root.join("etc").symlink_metadata().is_ok() {
         bail!("the base tree has /etc; an ostree base keeps it in /usr/etc");
     }
+    // `/etc` is a link and the device nodes exist only while packages
+    // install.
     std::os::unix::fs::symlink("usr/etc", root.join("etc")).context("linking /etc")?;
-    files::make_device_nodes(root)?;
+    let nodes = files::DeviceNodes::make(root)?;
     // librpm stamps installed headers with SOURCE_DATE_EPOCH when set.
     std::env::set_var("SOURCE_DATE_EPOCH", job.source_date_epoch.to_string());
     // The host's rpm installs into sqlite; the layer keeps the base's
@@ -341,12 +204,8 @@ fn install(job: &Job) -> Result<Installed> {
     tree::apply_layered(root)?;
     strata_rpmdb::convert(&rpmdb, backend)
         .with_context(|| format!("writing the rpm database back as {}", backend.as_str()))?;
-    for t in TRANSIENT {
-        let p = root.join(t);
-        if p.symlink_metadata().is_ok() {
-            fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
-        }
-    }
+    nodes.remove()?;
+    fs::remove_file(root.join("etc")).context("removing the /etc link")?;
     Ok(Installed {
         installed,
         ignored_scriptlet_failures: report.ignored_scriptlet_failures,
@@ -421,52 +280,4 @@ fn regenerate_initramfs(job: &Job) -> Result<InitramfsRecord> {
     record.regenerated = true;
     record.command = generator.argv(&kernel.kver);
     Ok(record)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tail_cuts_at_char_boundary() {
-        assert_eq!(tail("ééé", 3), "é");
-        assert_eq!(tail("abc", 10), "abc");
-    }
-
-    #[test]
-    fn worker_without_outcome_reports_its_output() {
-        let scratch = tempfile::tempdir().unwrap();
-        let job = Job {
-            lower: "/nonexistent".into(),
-            upper: "/nonexistent".into(),
-            work: "/nonexistent".into(),
-            merged: "/nonexistent".into(),
-            install: InstallJob::new(
-                strata_dnf::DnfOptions::new("/nonexistent", "/nonexistent", "8"),
-                Vec::new(),
-                strata_dnf::DepsolveRequest::install(Vec::<String>::new()),
-            ),
-            expected: Vec::new(),
-            add_files: Vec::new(),
-            remove_files: Vec::new(),
-            postprocess: Vec::new(),
-            units: Vec::new(),
-            os_release: Vec::new(),
-            source_date_epoch: 0,
-            base_rpmdb_sqlite: PathBuf::from("/nonexistent"),
-            initramfs_generator: None,
-            regenerate_initramfs: false,
-        };
-        let err = run(
-            &WorkerCommand::new("/bin/sh")
-                .arg("-c")
-                .arg("echo worker-said-this; exit 3")
-                .arg("sh"),
-            &job,
-            scratch.path(),
-        )
-        .unwrap_err();
-        let msg = format!("{err:#}");
-        assert!(msg.contains("worker-said-this"), "{msg}");
-    }
 }

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use strata_compose::{compose, ComposeOptions, ComposeResult};
-use strata_derive::{derive, DeriveOptions, DeriveResult, WorkerCommand};
+use strata_derive::{derive, DeriveOptions, DeriveResult, Worker};
 use strata_manifest::Vars;
 use strata_oscontainer::{ImageRef, TransportOptions};
 use strata_testdistro::peers::{ostree_ext_client, Registry};
@@ -31,8 +31,8 @@ fn vars() -> Vars {
     Vars::from_assignments([format!("fixture={}", fixture().root.display())]).unwrap()
 }
 
-fn worker() -> WorkerCommand {
-    WorkerCommand::new(env!("CARGO_BIN_EXE_strata-derive-worker"))
+fn worker() -> Worker {
+    Worker::new(env!("CARGO_BIN_EXE_strata-derive-worker"))
 }
 
 /// The demo base, and the base of the z-stream snapshot, composed once
@@ -492,11 +492,46 @@ fn unchanged_inputs_rebuild_nothing_and_rebuilds_are_byte_identical() {
         assert!(!b.changed, "inputhash {} then {}", a.inputhash, b.inputhash);
         assert_eq!((&a.version, &a.digest), (&b.version, &b.digest));
     }
-    let fresh = workdir_with_base();
-    let other = derive_in(fresh.path(), &both(), &[]).unwrap();
+    // In a fresh workdir, by an ordinary user (strata-test, with
+    // subordinate ids, as root of a user namespace): the same images and
+    // commits as root's.
+    let fresh = tempfile::tempdir().unwrap();
+    let w2 = fresh.path().join("w");
+    std::fs::create_dir(&w2).unwrap();
+    let (_, b) = base();
+    for sub in ["repo", "oci", "builds", "history.json"] {
+        run(Command::new("cp")
+            .arg("-a")
+            .arg(bases().0.path().join(sub))
+            .arg(w2.join(sub)));
+    }
+    let (uid, gid) = strata_testdistro::subid_user();
+    run(Command::new("chown")
+        .arg("-R")
+        .arg(format!("{uid}:{gid}"))
+        .arg(&w2));
+    strata_testdistro::give_to_subid_user(&w2);
+    let mut args = vec![
+        "derive".into(),
+        w2.clone().into_os_string(),
+        b.image_tag().into(),
+        format!("fixture={}", fixture().root.display()).into(),
+    ];
+    args.extend(both().into_iter().map(PathBuf::into_os_string));
+    let out = strata_testdistro::as_subid_user(env!("CARGO_BIN_EXE_strata-derive-worker"), args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(other.len(), first.len());
     for (a, b) in first.iter().zip(&other) {
-        assert_eq!(a.digest, b.digest, "same inputs, same image");
-        assert_eq!(a.ostree_commit, b.ostree_commit);
+        assert_eq!(b["changed"], true);
+        assert_eq!(b["digest"], a.digest.as_str(), "same inputs, same image");
+        assert_eq!(b["ostree_commit"], a.ostree_commit.as_str());
     }
 }
 

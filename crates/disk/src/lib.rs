@@ -277,7 +277,7 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     tracing::info!(commit = %id.ostree_commit, kernel = %kver, "deploying");
 
     let map = IdMap::for_this_process()?;
-    if map != IdMap::Identity {
+    if !(matches!(map, IdMap::Identity { .. }) && map.covers_trees()) {
         // Named before the deployment, which would only say `fchown`.
         if let Some((path, uid, gid)) = preflight::owner_beyond(&repo, &id.ostree_commit, &map)? {
             bail!(

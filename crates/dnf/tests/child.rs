@@ -5,7 +5,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,10 +12,11 @@ use std::time::{Duration, Instant};
 use common::{fixture, require_root, rpm_qa};
 use strata_dnf::job::{run_in_child, InstallJob};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Error};
+use strata_process::worker::Worker;
 
 /// The child: the crate's own worker binary, serving one job.
-fn child_command() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_strata-dnf-child"))
+fn child() -> Worker {
+    Worker::new(env!("CARGO_BIN_EXE_strata-dnf-child"))
 }
 
 #[test]
@@ -60,7 +60,7 @@ fn parallel_installs_in_child_processes_share_one_cache() {
     let start = Instant::now();
     let handles: Vec<_> = jobs
         .into_iter()
-        .map(|j| thread::spawn(move || run_in_child(child_command(), &j)))
+        .map(|j| thread::spawn(move || run_in_child(&child(), &j)))
         .collect();
     let reports: Vec<_> = handles
         .into_iter()
@@ -85,7 +85,7 @@ fn parallel_installs_in_child_processes_share_one_cache() {
 
     // A failing child reports libdnf's error text back to the parent.
     let (root_c, _) = f.scratch("child-c");
-    let err = run_in_child(child_command(), &job(&root_c, &["no-such-package"])).unwrap_err();
+    let err = run_in_child(&child(), &job(&root_c, &["no-such-package"])).unwrap_err();
     match &err {
         Error::Child { message, .. } => assert!(
             message.contains("no package matches 'no-such-package'"),

@@ -40,7 +40,7 @@ pub use record::RunRecord;
 /// How to start a worker process: a program and its leading arguments; the
 /// stage appends its own (job and outcome files). Derive's and disk's
 /// workers are started the same way.
-pub use strata_derive::WorkerCommand as Worker;
+pub use strata_derive::Worker;
 
 /// Something that happened, for a progress display. The library only
 /// reports; the CLI decides how to draw it (bars on a terminal, log lines

@@ -10,6 +10,8 @@
 
 pub mod progress;
 pub mod sandbox;
+pub mod userns;
+pub mod worker;
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -83,6 +85,9 @@ pub enum Error {
         status: std::process::ExitStatus,
         stderr: String,
     },
+    /// An ordinary user lacks what a user namespace for the work needs.
+    #[error("{what} as an ordinary user needs a user namespace holding the image's ids: {advice}")]
+    Unprivileged { what: String, advice: String },
 }
 
 fn stderr_suffix(stderr: &str) -> String {

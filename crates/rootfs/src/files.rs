@@ -264,21 +264,91 @@ pub fn set_os_release(root: &Path, values: &[(&str, &str)]) -> Result<()> {
     crate::tree::write_file(&path, out.as_bytes(), 0o644)
 }
 
-/// `/dev/{null,zero,urandom}` in the root, for scriptlets that write there
-/// (needs root: compose and derive install as root).
-pub fn make_device_nodes(root: &Path) -> Result<()> {
-    let dev = root.join("dev");
-    fs::create_dir_all(&dev)?;
-    for (name, minor) in [("null", "3"), ("zero", "5"), ("urandom", "9")] {
-        if dev.join(name).exists() {
-            continue;
+/// The device nodes scriptlets write to.
+const DEVICE_NODES: [(&str, u32); 3] = [("null", 3), ("zero", 5), ("urandom", 9)];
+
+/// `/dev/{null,zero,urandom}` in an install root, for scriptlets that
+/// write there, until [`DeviceNodes::remove`] (or the drop) takes them
+/// away again. Root of the host makes them as nodes; in a user namespace,
+/// where mknod is refused, the host's own are bind-mounted onto empty
+/// files (the caller's mount namespace is private: a rootless build's
+/// is).
+#[derive(Debug)]
+pub struct DeviceNodes {
+    dev: Option<PathBuf>,
+}
+
+impl DeviceNodes {
+    pub fn make(root: &Path) -> Result<Self> {
+        let dev = root.join("dev");
+        fs::create_dir_all(&dev).with_context(|| format!("creating {}", dev.display()))?;
+        let nodes = DeviceNodes {
+            dev: Some(dev.clone()),
+        };
+        for (name, minor) in DEVICE_NODES {
+            let path = dev.join(name);
+            if path.symlink_metadata().is_ok() {
+                continue;
+            }
+            let made = rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &path,
+                rustix::fs::FileType::CharacterDevice,
+                rustix::fs::Mode::from_raw_mode(0o666),
+                rustix::fs::makedev(1, minor),
+            );
+            match made {
+                Ok(()) => fs::set_permissions(&path, fs::Permissions::from_mode(0o666))
+                    .with_context(|| format!("chmod {}", path.display()))?,
+                Err(rustix::io::Errno::PERM) => {
+                    fs::write(&path, "").with_context(|| format!("creating {}", path.display()))?;
+                    strata_process::run(
+                        std::process::Command::new("mount")
+                            .arg("--bind")
+                            .arg(format!("/dev/{name}"))
+                            .arg(&path),
+                    )
+                    .context("mounting the host's device nodes in the install root")?;
+                }
+                Err(e) => bail!("creating the device node {}: {e}", path.display()),
+            }
         }
-        strata_process::run(
-            std::process::Command::new("mknod")
-                .arg(dev.join(name))
-                .args(["-m", "666", "c", "1", minor]),
-        )
-        .context("creating device nodes in the install root (installs run as root)")?;
+        Ok(nodes)
+    }
+
+    /// Unmounts and removes the nodes: `/dev` is left as it was before.
+    pub fn remove(mut self) -> Result<()> {
+        match self.dev.take() {
+            Some(dev) => remove_device_nodes(&dev),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for DeviceNodes {
+    fn drop(&mut self) {
+        if let Some(dev) = self.dev.take() {
+            if let Err(e) = remove_device_nodes(&dev) {
+                tracing::debug!("removing the install root's device nodes: {e:#}");
+            }
+        }
+    }
+}
+
+fn remove_device_nodes(dev: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let own = fs::metadata(dev)?.dev();
+    for (name, _) in DEVICE_NODES {
+        let path = dev.join(name);
+        let Ok(meta) = fs::metadata(&path) else {
+            continue;
+        };
+        // A bind mount shows the host's node, on the host's /dev.
+        if meta.dev() != own {
+            strata_process::run(std::process::Command::new("umount").arg(&path))
+                .context("unmounting the host's device nodes from the install root")?;
+        }
+        fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
     }
     Ok(())
 }

@@ -39,6 +39,65 @@ pub fn require_root(why: &str) {
     );
 }
 
+/// The account tests run strata as when they need an ordinary user with
+/// subordinate ids (`/etc/subuid`, `/etc/subgid`; ci/install-deps creates
+/// it): its uid and gid. Fails the calling test, naming the fix, when it
+/// is missing.
+pub fn subid_user() -> (u32, u32) {
+    let id = |flag: &str| -> u32 {
+        let out = std::process::Command::new("id")
+            .args([flag, SUBID_USER])
+            .output()
+            .expect("running id");
+        assert!(
+            out.status.success(),
+            "the user {SUBID_USER} (an ordinary user with /etc/subuid and /etc/subgid ranges) \
+             is missing: run ci/install-deps"
+        );
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    (id("-u"), id("-g"))
+}
+
+/// The name of [`subid_user`].
+pub const SUBID_USER: &str = "strata-test";
+
+/// `program` with `args`, to be run as [`subid_user`] (its own group, no
+/// others), with `SOURCE_DATE_EPOCH` unset as the tests' own builds have
+/// it.
+pub fn as_subid_user(
+    program: impl AsRef<std::ffi::OsStr>,
+    args: impl IntoIterator<Item = impl AsRef<std::ffi::OsStr>>,
+) -> std::process::Command {
+    let (uid, gid) = subid_user();
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.arg(format!("--reuid={uid}"))
+        .arg(format!("--regid={gid}"))
+        .args(["--clear-groups", "--"])
+        .arg(program)
+        .args(args)
+        .env_remove("SOURCE_DATE_EPOCH");
+    cmd
+}
+
+/// Makes `dir` (a test's own, new directory) [`subid_user`]'s, and every
+/// directory above it that it could not enter otherwise enterable.
+pub fn give_to_subid_user(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let (uid, gid) = subid_user();
+    std::os::unix::fs::chown(dir, Some(uid), Some(gid)).expect("chown");
+    for parent in dir.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(parent) else {
+            continue;
+        };
+        let mode = meta.permissions().mode();
+        if mode & 0o001 == 0 {
+            std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o001))
+                .expect("chmod");
+        }
+    }
+}
+
 pub mod boot;
 mod debian;
 mod distro;

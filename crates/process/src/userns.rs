@@ -1,0 +1,447 @@
+//! User namespaces: how an ordinary user writes trees whose files belong to
+//! many users.
+//!
+//! An OS tree holds files of its system users (sshd is uid 74 on RHEL,
+//! polkit's rules belong to polkitd). Installing, reading and removing them
+//! needs a namespace in which those ids exist. As root they exist already.
+//! An ordinary user gets them the way rootless podman does: in a user
+//! namespace the user is root and its subordinate ids (`/etc/subuid`,
+//! `/etc/subgid`, mapped by newuidmap) are ids 1 and up.
+//!
+//! Two ways in:
+//! - [`become_root`]: a stage that installs packages (compose, derive, a
+//!   whole build) re-executes its own program in such a namespace (user and
+//!   mount) before it does anything. Everything after sees the image's own
+//!   ids, as a root build does, so it writes the same bytes; what it
+//!   creates in the workdir belongs to the user on the host.
+//! - [`IdMap::unshare`] and [`IdMap::map_child`]: one job in a fresh
+//!   namespace of its own (see [`crate::worker`]), for work that must never
+//!   run in the caller's namespace (disk's deployment).
+//!
+//! What it must not do: guess. A user without subordinate ids is told what
+//! to add, before anything is written.
+
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+
+use crate::Error;
+
+/// How many ids a tree may use: every system and regular account of RHEL.
+pub const TREE_IDS: u32 = 65536;
+
+/// Set in the environment of a program [`become_root`] re-executed.
+const REEXECUTED: &str = "STRATA_USERNS";
+
+/// A range of host ids a user may map (`/etc/subuid`, `/etc/subgid`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubIds {
+    pub start: u32,
+    pub count: u32,
+}
+
+/// How the ids of a namespace made from this process map onto this
+/// process's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdMap {
+    /// This process is root (of the host, or of a namespace holding
+    /// `count` ids from 0): ids 0..count onto themselves. The parent
+    /// writes the child's maps (newuidmap would want /etc/subuid entries
+    /// for root), and the child waits for them ([`AWAIT_ID_MAP`]).
+    Identity { count: u32 },
+    /// A user with subordinate ids and newuidmap (package uidmap): the
+    /// user is root, ids 1.. are its ranges.
+    Subordinate { uids: SubIds, gids: SubIds },
+    /// Any other user: only itself, as root. Content owned by anyone else
+    /// cannot be written.
+    Own,
+}
+
+impl IdMap {
+    /// The map this process can give a namespace: [`IdMap::Identity`] as
+    /// root, else [`IdMap::Subordinate`] when `/etc/subuid` and
+    /// `/etc/subgid` give the user ranges and newuidmap/newgidmap are
+    /// installed, else [`IdMap::Own`].
+    pub fn for_this_process() -> Result<IdMap, Error> {
+        let uid = effective_id("Uid:")?;
+        if uid == 0 {
+            let mapped = |file: &str| {
+                std::fs::read_to_string(file)
+                    .map(|t| mapped_from_zero(&t))
+                    .unwrap_or(0)
+            };
+            let count = mapped("/proc/self/uid_map")
+                .min(mapped("/proc/self/gid_map"))
+                .min(TREE_IDS);
+            return Ok(IdMap::Identity { count });
+        }
+        let name = read_optional(Path::new("/etc/passwd"))
+            .and_then(|passwd| name_of(&passwd, uid).map(str::to_string));
+        let ranges = (
+            read_optional(Path::new("/etc/subuid"))
+                .and_then(|t| subordinate_ids(&t, name.as_deref(), uid)),
+            // newgidmap, too, looks the ranges up by user name or uid.
+            read_optional(Path::new("/etc/subgid"))
+                .and_then(|t| subordinate_ids(&t, name.as_deref(), uid)),
+        );
+        let tools = crate::require("newuidmap").is_ok() && crate::require("newgidmap").is_ok();
+        Ok(match ranges {
+            (Some(uids), Some(gids)) if tools => IdMap::Subordinate { uids, gids },
+            _ => IdMap::Own,
+        })
+    }
+
+    /// Whether files owned by `uid`:`gid` can exist in the namespace.
+    pub fn covers(&self, uid: u32, gid: u32) -> bool {
+        match self {
+            IdMap::Identity { count } => uid < *count && gid < *count,
+            IdMap::Subordinate { uids, gids } => uid <= uids.count && gid <= gids.count,
+            IdMap::Own => uid == 0 && gid == 0,
+        }
+    }
+
+    /// Whether every id a tree may use ([`TREE_IDS`]) is covered.
+    pub fn covers_trees(&self) -> bool {
+        self.covers(TREE_IDS - 1, TREE_IDS - 1)
+    }
+
+    /// What to do about an owner the map does not cover, in words.
+    pub fn advice(&self) -> String {
+        match self {
+            IdMap::Subordinate { uids, gids } => format!(
+                "beyond the {} subordinate uids and {} gids /etc/subuid and /etc/subgid give \
+                 this user: give it {TREE_IDS} of each (usermod --add-subuids/--add-subgids), or \
+                 run as root",
+                uids.count, gids.count
+            ),
+            IdMap::Own => "an ordinary user maps the image's other users through subordinate \
+                 ids, which this user lacks: add ranges of 65536 ids to /etc/subuid and \
+                 /etc/subgid (usermod --add-subuids/--add-subgids), install newuidmap (package \
+                 uidmap), or run as root"
+                .to_string(),
+            IdMap::Identity { count } => format!(
+                "ids from {count} on are not mapped in this user namespace: start strata as \
+                 root, or as a user whose /etc/subuid and /etc/subgid ranges hold {TREE_IDS} ids"
+            ),
+        }
+    }
+
+    /// The `unshare` command that runs a program (appended by the caller)
+    /// in a fresh user and mount namespace with this map. For
+    /// [`IdMap::Identity`], call [`IdMap::map_child`] with the started
+    /// child's pid.
+    pub fn unshare(&self) -> Command {
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--user", "--mount"]);
+        match self {
+            IdMap::Identity { .. } => {
+                cmd.args(["--", "sh", "-c", AWAIT_ID_MAP, "sh"]);
+            }
+            IdMap::Subordinate { uids, gids } => {
+                cmd.arg("--map-root-user")
+                    .arg(format!("--map-users={},1,{}", uids.start, uids.count))
+                    .arg(format!("--map-groups={},1,{}", gids.start, gids.count))
+                    .arg("--");
+            }
+            IdMap::Own => {
+                cmd.args(["--map-root-user", "--"]);
+            }
+        }
+        cmd
+    }
+
+    /// For [`IdMap::Identity`]: once process `pid` (started from
+    /// [`IdMap::unshare`]) is in a user namespace of its own, maps ids
+    /// 0..count of it onto the same ids here. Nothing to do for the other
+    /// maps (unshare writes them).
+    pub fn map_child(&self, pid: u32) -> std::io::Result<()> {
+        let IdMap::Identity { count } = self else {
+            return Ok(());
+        };
+        let own = std::fs::read_link("/proc/self/ns/user")?;
+        let started = std::time::Instant::now();
+        loop {
+            match std::fs::read_link(format!("/proc/{pid}/ns/user")) {
+                Ok(ns) if ns != own => break,
+                Ok(_) if started.elapsed() < std::time::Duration::from_secs(30) => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Ok(_) => {
+                    return Err(std::io::Error::other(
+                        "the worker did not enter a user namespace within 30 s",
+                    ))
+                }
+                // Gone already: its exit status tells why.
+                Err(_) => return Ok(()),
+            }
+        }
+        // Each line must lie within one line of this process's own map.
+        for file in ["gid_map", "uid_map"] {
+            let own = std::fs::read_to_string(format!("/proc/self/{file}"))?;
+            std::fs::write(format!("/proc/{pid}/{file}"), identity_lines(&own, *count))?;
+        }
+        Ok(())
+    }
+}
+
+/// Run by `sh` in the fresh namespace of an [`IdMap::Identity`] job: waits
+/// for the parent to write the id maps, then executes the worker, which
+/// gets its capabilities at that exec (as the namespace's root, now
+/// mapped).
+const AWAIT_ID_MAP: &str = "i=0
+until read -r m < /proc/self/uid_map && [ -n \"$m\" ]; do
+    i=$((i + 1))
+    [ $i -lt 3000 ] || { echo 'no uid map after 30 s' >&2; exit 1; }
+    sleep 0.01
+done
+exec \"$@\"";
+
+/// Makes this process root with every id a tree uses, for `what` (the
+/// stage, for the error): as root, returns at once; as an ordinary user
+/// with subordinate ids, re-executes this program with the same arguments
+/// in a new user and mount namespace (see the module docs), and does not
+/// return unless that fails. Without subordinate ids: an error saying what
+/// to add.
+///
+/// Call it first, before anything is read or written: the re-executed
+/// program starts again from the top.
+pub fn become_root(what: &str) -> Result<(), Error> {
+    let map = IdMap::for_this_process()?;
+    match &map {
+        IdMap::Identity { .. } if map.covers_trees() => return Ok(()),
+        IdMap::Subordinate { .. } if map.covers_trees() => {}
+        _ => {
+            return Err(Error::Unprivileged {
+                what: what.to_string(),
+                advice: map.advice(),
+            })
+        }
+    }
+    if std::env::var_os(REEXECUTED).is_some() {
+        // Re-executed already, and still not root: the map did not apply.
+        return Err(Error::Unprivileged {
+            what: what.to_string(),
+            advice: "the user namespace strata entered did not make it root".to_string(),
+        });
+    }
+    crate::require("unshare")?;
+    let exe = std::env::current_exe().map_err(|source| Error::Spawn {
+        command: "/proc/self/exe".to_string(),
+        source,
+    })?;
+    let mut cmd = map.unshare();
+    cmd.arg(exe)
+        .args(std::env::args_os().skip(1))
+        .env(REEXECUTED, "1");
+    tracing::debug!(target: "strata::cmd", "{}", crate::display(&cmd));
+    let source = cmd.exec();
+    Err(Error::Spawn {
+        command: crate::display(&cmd),
+        source,
+    })
+}
+
+/// Whether this process is in the host's user namespace (its uid map is
+/// the whole range onto itself): overlay mounts in any other namespace
+/// keep their metadata in `user.` xattrs (`userxattr`).
+pub fn in_initial_namespace() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map")
+        .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
+}
+
+/// How many ids from 0 an id map (`/proc/self/uid_map` format) maps
+/// without a gap.
+fn mapped_from_zero(map: &str) -> u32 {
+    let mut ranges: Vec<(u64, u64)> = map
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (f.len() == 3).then(|| (f[0], f[2]))
+        })
+        .collect();
+    ranges.sort();
+    let mut next = 0u64;
+    for (inside, count) in ranges {
+        if inside > next {
+            break;
+        }
+        next = next.max(inside + count);
+    }
+    next.min(u64::from(u32::MAX)) as u32
+}
+
+/// The lines of an id map that maps ids 0..count onto themselves, split
+/// where `own` (this process's map, `/proc/self/uid_map` format) is: the
+/// kernel takes a line only when the ids it maps lie within one line of
+/// the writer's own map.
+fn identity_lines(own: &str, count: u32) -> String {
+    let mut extents: Vec<(u64, u64)> = own
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<u64> = l
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            (f.len() == 3).then(|| (f[0], f[2]))
+        })
+        .collect();
+    extents.sort();
+    let end = u64::from(count);
+    let mut out = String::new();
+    for (first, len) in extents {
+        if first >= end {
+            break;
+        }
+        let len = len.min(end - first);
+        out.push_str(&format!("{first} {first} {len}\n"));
+    }
+    out
+}
+
+/// An effective id of this process (`Uid:` or `Gid:` of /proc/self/status).
+fn effective_id(field: &str) -> Result<u32, Error> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|source| Error::Spawn {
+        command: "reading /proc/self/status".to_string(),
+        source,
+    })?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .and_then(|id| id.parse().ok())
+        .ok_or_else(|| Error::Spawn {
+            command: "reading /proc/self/status".to_string(),
+            source: std::io::Error::other(format!("no effective {field}")),
+        })
+}
+
+fn read_optional(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// The name of `id` in a passwd-format table.
+fn name_of(table: &str, id: u32) -> Option<&str> {
+    table.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        (f.nth(1)?.parse::<u32>().ok()? == id).then_some(name)
+    })
+}
+
+/// The first range of `/etc/subuid`-format `table` for `name` or `id` (both
+/// forms are valid there), as newuidmap reads it.
+fn subordinate_ids(table: &str, name: Option<&str>, id: u32) -> Option<SubIds> {
+    let id = id.to_string();
+    table.lines().find_map(|l| {
+        let mut f = l.trim().split(':');
+        let owner = f.next()?;
+        if owner != id && Some(owner) != name {
+            return None;
+        }
+        let start = f.next()?.parse().ok()?;
+        let count = f.next()?.parse().ok()?;
+        (count > 0).then_some(SubIds { start, count })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subordinate_ranges_by_name_or_id() {
+        let table = "alice:100000:65536\n# not a user\n1002:300000:1000\nbob:200000:0\n";
+        let alice = SubIds {
+            start: 100000,
+            count: 65536,
+        };
+        let carol = SubIds {
+            start: 300000,
+            count: 1000,
+        };
+        for (name, id, want) in [
+            (Some("alice"), 1000, Some(alice)),
+            (None, 1002, Some(carol)),
+            (Some("carol"), 1002, Some(carol)),
+            (Some("bob"), 1001, None),
+            (Some("dave"), 1003, None),
+        ] {
+            assert_eq!(subordinate_ids(table, name, id), want, "{name:?} {id}");
+        }
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n";
+        assert_eq!(name_of(passwd, 1000), Some("alice"));
+        assert_eq!(name_of(passwd, 0), Some("root"));
+        assert_eq!(name_of(passwd, 7), None);
+    }
+
+    #[test]
+    fn ids_mapped_from_zero() {
+        assert_eq!(mapped_from_zero("0 0 4294967295\n"), u32::MAX);
+        assert_eq!(mapped_from_zero("0 1001 1\n1 100000 65536\n"), 65537);
+        assert_eq!(mapped_from_zero("0 1001 1\n"), 1);
+        assert_eq!(mapped_from_zero("0 1001 1\n5 100000 10\n"), 1);
+        assert_eq!(mapped_from_zero(""), 0);
+        let own = IdMap::Identity {
+            count: mapped_from_zero("0 1001 1\n"),
+        };
+        assert!(own.covers(0, 0) && !own.covers(74, 74) && !own.covers_trees());
+        assert!(IdMap::Identity { count: TREE_IDS }.covers_trees());
+    }
+
+    #[test]
+    fn identity_maps_follow_the_writers_own_lines() {
+        assert_eq!(identity_lines("0 0 4294967295\n", TREE_IDS), "0 0 65536\n");
+        assert_eq!(
+            identity_lines(
+                "         0       1001          1\n         1     100000      65536\n",
+                TREE_IDS
+            ),
+            "0 0 1\n1 1 65535\n"
+        );
+        assert_eq!(identity_lines("0 1001 1\n", 1), "0 0 1\n");
+    }
+
+    #[test]
+    fn namespace_commands() {
+        let sub = IdMap::Subordinate {
+            uids: SubIds {
+                start: 100000,
+                count: 65536,
+            },
+            gids: SubIds {
+                start: 200000,
+                count: 1000,
+            },
+        };
+        let args = |m: &IdMap| -> Vec<String> {
+            m.unshare()
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(
+            args(&sub),
+            [
+                "--user",
+                "--mount",
+                "--map-root-user",
+                "--map-users=100000,1,65536",
+                "--map-groups=200000,1,1000",
+                "--"
+            ]
+        );
+        assert!(sub.covers(1000, 1000) && !sub.covers(1000, 1001));
+        assert!(!sub.covers_trees());
+        assert_eq!(
+            args(&IdMap::Own),
+            ["--user", "--mount", "--map-root-user", "--"]
+        );
+        assert_eq!(
+            args(&IdMap::Identity { count: TREE_IDS })[..5],
+            ["--user", "--mount", "--", "sh", "-c"]
+        );
+    }
+}
