@@ -48,7 +48,7 @@ pub use passwd::Accounts;
 pub use policy::{OnlyInDisallowedRepo, PolicyError, Rule, Violation};
 
 /// Bumped when the composed tree would differ for the same inputs.
-const COMPOSE_FORMAT: &str = "strata-compose-2";
+const COMPOSE_FORMAT: &str = "strata-compose-3";
 
 /// What to compose.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ use crate::os::BaseOs;
 use crate::{DeriveOptions, OverrideRpm, RPMDB};
 
 /// Bumped when the derived tree would differ for the same inputs.
-const DERIVE_FORMAT: &str = "strata-derive-2";
+const DERIVE_FORMAT: &str = "strata-derive-3";
 
 /// One release, resolved and checked, ready to build (or already built).
 pub(crate) struct Plan {

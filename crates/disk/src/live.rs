@@ -31,6 +31,7 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use strata_process::cpio;
 
 use crate::meta::{Artifact, Identity};
 use crate::userns::{Job, Namespace};
@@ -217,42 +218,8 @@ fn run_dracut(job: &InitramfsJob, module_dir: &Path) -> Result<()> {
     .command(&argv);
     strata_process::run(&mut cmd)
         .context("the image's dracut failed to make the live initramfs")?;
-    append_device_nodes(&job.out, job.epoch)
-}
-
-/// The device nodes dracut makes as root (the console the kernel opens for
-/// init before anything mounts /dev, and the others early programs use),
-/// as a cpio of their own after dracut's: the kernel unpacks one archive
-/// after the other.
-fn append_device_nodes(initramfs: &Path, epoch: i64) -> Result<()> {
-    const NODES: &[(&str, u32, u32, u32)] = &[
-        ("dev/console", 0o600, 5, 1),
-        ("dev/kmsg", 0o600, 1, 11),
-        ("dev/null", 0o666, 1, 3),
-        ("dev/random", 0o666, 1, 8),
-        ("dev/urandom", 0o666, 1, 9),
-    ];
-    let mut archive = Vec::new();
-    for (ino, (name, mode, major, minor)) in (1..).zip(NODES) {
-        archive.extend(cpio_entry(&CpioEntry {
-            ino,
-            mode: 0o020_000 | mode,
-            mtime: epoch,
-            size: 0,
-            rdev: (*major, *minor),
-            name,
-        }));
-    }
-    archive.extend(cpio_entry(&CpioEntry::trailer()));
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(initramfs)
-        .with_context(|| format!("opening {}", initramfs.display()))?;
-    // Each archive starts on a 4-byte boundary.
-    let len = f.metadata()?.len();
-    f.write_all(&vec![0u8; pad4(len)])?;
-    f.write_all(&archive)?;
-    Ok(())
+    cpio::append_device_nodes(&job.out, job.epoch)
+        .with_context(|| format!("appending device nodes to {}", job.out.display()))
 }
 
 /// Runs [`SquashfsJob`] (in the worker, where the tree's owners are the
@@ -649,7 +616,7 @@ fn write_rootfs(squashfs: &Path, to: &Path, epoch: i64) -> Result<()> {
     let mut out = std::io::BufWriter::new(
         std::fs::File::create(to).with_context(|| format!("creating {}", to.display()))?,
     );
-    let header = cpio_entry(&CpioEntry {
+    let header = cpio::entry(&cpio::Entry {
         ino: 1,
         mode: 0o100_644,
         mtime: epoch,
@@ -660,66 +627,10 @@ fn write_rootfs(squashfs: &Path, to: &Path, epoch: i64) -> Result<()> {
     debug_assert_eq!(header.len() as u64, SQUASHFS_OFFSET);
     out.write_all(&header)?;
     std::io::copy(&mut std::fs::File::open(squashfs)?, &mut out)?;
-    out.write_all(&vec![0u8; pad4(len)])?;
-    out.write_all(&cpio_entry(&CpioEntry::trailer()))?;
+    out.write_all(&vec![0u8; cpio::pad4(len)])?;
+    out.write_all(&cpio::entry(&cpio::Entry::trailer()))?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     Ok(())
-}
-
-/// One newc cpio entry's header (owned by root, one link).
-struct CpioEntry<'a> {
-    ino: u32,
-    mode: u32,
-    mtime: i64,
-    size: u64,
-    /// A device node's major and minor.
-    rdev: (u32, u32),
-    name: &'a str,
-}
-
-impl CpioEntry<'_> {
-    fn trailer() -> Self {
-        CpioEntry {
-            ino: 0,
-            mode: 0,
-            mtime: 0,
-            size: 0,
-            rdev: (0, 0),
-            name: "TRAILER!!!",
-        }
-    }
-}
-
-/// The header with its name, padded to 4 bytes (the data follows).
-fn cpio_entry(e: &CpioEntry) -> Vec<u8> {
-    let fields = [
-        e.ino,
-        e.mode,
-        0, // uid
-        0, // gid
-        1, // nlink
-        u32::try_from(e.mtime).unwrap_or(0),
-        u32::try_from(e.size).unwrap_or(u32::MAX),
-        0, // devmajor
-        0, // devminor
-        e.rdev.0,
-        e.rdev.1,
-        u32::try_from(e.name.len() + 1).unwrap_or(0),
-        0, // check
-    ];
-    let mut h = String::from("070701");
-    for f in fields {
-        h.push_str(&format!("{f:08x}"));
-    }
-    let mut bytes = h.into_bytes();
-    bytes.extend_from_slice(e.name.as_bytes());
-    bytes.push(0);
-    bytes.resize(bytes.len() + pad4(bytes.len() as u64), 0);
-    bytes
-}
-
-fn pad4(n: u64) -> usize {
-    ((4 - n % 4) % 4) as usize
 }
 
 /// xorriso's ISO: El Torito BIOS (with GRUB's boot info patched in) and
@@ -784,7 +695,7 @@ mod tests {
 
     #[test]
     fn the_squashfs_starts_where_coreos_reads_it() {
-        let h = cpio_entry(&CpioEntry {
+        let h = cpio::entry(&cpio::Entry {
             ino: 1,
             mode: 0o100_644,
             mtime: 0,
@@ -794,7 +705,7 @@ mod tests {
         });
         assert_eq!(h.len() as u64, SQUASHFS_OFFSET);
         assert!(h.starts_with(b"070701"));
-        assert_eq!(cpio_entry(&CpioEntry::trailer()).len() % 4, 0);
+        assert_eq!(cpio::entry(&cpio::Entry::trailer()).len() % 4, 0);
     }
 
     #[test]

@@ -430,25 +430,6 @@ fn fresh_workdir(name: &str, uid: u32) -> PathBuf {
     dir
 }
 
-/// The uid of the account the tests build as when they need an ordinary
-/// user with subordinate ids (ci/install-deps creates it).
-fn subid_user() -> u32 {
-    let out = Command::new("id")
-        .args(["-u", "strata-test"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "the user strata-test (an ordinary user with /etc/subuid and /etc/subgid ranges) is \
-         missing: run ci/install-deps"
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// A whole build run as user `uid` (its own group, no others) through the
 /// test worker's `build`: its JSON result, or its stderr.
 fn build_as(
@@ -657,7 +638,7 @@ fn content_owned_by_system_users_keeps_its_owner() {
     assert_eq!(meta["disks"]["image_reference"], TARGET);
     assert!(!metal.path.exists(), "the metal disk names the old image");
 
-    let uid = subid_user();
+    let (uid, _) = strata_testdistro::subid_user();
     let subids = fresh_workdir("work-subids", uid);
     let r2 = build_as(uid, &subids, &image, "metal", None).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(

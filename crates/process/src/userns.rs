@@ -196,40 +196,56 @@ until read -r m < /proc/self/uid_map && [ -n \"$m\" ]; do
 done
 exec \"$@\"";
 
-/// Makes this process root with every id a tree uses, for `what` (the
-/// stage, for the error): as root, returns at once; as an ordinary user
-/// with subordinate ids, re-executes this program with the same arguments
-/// in a new user and mount namespace (see the module docs), and does not
-/// return unless that fails. Without subordinate ids: an error saying what
-/// to add.
+/// Makes this process root with every id a tree uses, in a mount
+/// namespace of its own unless it is root of the host, for `what` (the
+/// stage, for the error): as root of the host, returns at once; as an
+/// ordinary user with subordinate ids, re-executes this program with the
+/// same arguments in a new user and mount namespace (see the module
+/// docs), and as root of a namespace holding 65536 ids (a pod's), in a new
+/// mount namespace; then does not return unless that fails. Without
+/// subordinate ids: an error saying what to add.
 ///
 /// Call it first, before anything is read or written: the re-executed
 /// program starts again from the top.
 pub fn become_root(what: &str) -> Result<(), Error> {
     let map = IdMap::for_this_process()?;
-    match &map {
-        IdMap::Identity { .. } if map.covers_trees() => return Ok(()),
-        IdMap::Subordinate { .. } if map.covers_trees() => {}
+    let reexecuted = std::env::var_os(REEXECUTED).is_some();
+    let mut cmd = match &map {
+        IdMap::Identity { .. } if !map.covers_trees() => {
+            return Err(Error::Unprivileged {
+                what: what.to_string(),
+                advice: map.advice(),
+            })
+        }
+        IdMap::Identity { .. } if reexecuted || in_initial_namespace() => return Ok(()),
+        // Root of a namespace made by someone else (a pod's own user
+        // namespace): a mount namespace of its own, so that the install
+        // root's mounts die with the process.
+        IdMap::Identity { .. } => {
+            let mut c = Command::new("unshare");
+            c.args(["--mount", "--propagation", "private", "--"]);
+            c
+        }
+        IdMap::Subordinate { .. } if map.covers_trees() && !reexecuted => map.unshare(),
+        // Re-executed already, and still not root: the map did not apply.
+        IdMap::Subordinate { .. } if reexecuted => {
+            return Err(Error::Unprivileged {
+                what: what.to_string(),
+                advice: "the user namespace strata entered did not make it root".to_string(),
+            })
+        }
         _ => {
             return Err(Error::Unprivileged {
                 what: what.to_string(),
                 advice: map.advice(),
             })
         }
-    }
-    if std::env::var_os(REEXECUTED).is_some() {
-        // Re-executed already, and still not root: the map did not apply.
-        return Err(Error::Unprivileged {
-            what: what.to_string(),
-            advice: "the user namespace strata entered did not make it root".to_string(),
-        });
-    }
+    };
     crate::require("unshare")?;
     let exe = std::env::current_exe().map_err(|source| Error::Spawn {
         command: "/proc/self/exe".to_string(),
         source,
     })?;
-    let mut cmd = map.unshare();
     cmd.arg(exe)
         .args(std::env::args_os().skip(1))
         .env(REEXECUTED, "1");

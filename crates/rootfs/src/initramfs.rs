@@ -73,8 +73,18 @@ impl Generator {
         source_date_epoch: u64,
         kver: &str,
     ) -> Result<()> {
-        sandbox::run_in_tree(root, layout, source_date_epoch, &self.argv(kver))
-            .with_context(|| format!("generating the initramfs with {}", self.name))
+        // The device nodes are appended by strata, the same whether root
+        // runs it or not: in a user namespace mknod is refused, and dracut
+        // would leave them out.
+        let env = [("DRACUT_NO_MKNOD", "1")];
+        sandbox::run_in_tree(root, layout, source_date_epoch, &env, &self.argv(kver))
+            .with_context(|| format!("generating the initramfs with {}", self.name))?;
+        let image = root.join(image_path(kver));
+        strata_process::cpio::append_device_nodes(
+            &image,
+            i64::try_from(source_date_epoch).unwrap_or(0),
+        )
+        .with_context(|| format!("appending device nodes to {}", image.display()))
     }
 }
 

@@ -31,15 +31,21 @@ fn sandbox(root: &Path, source_date_epoch: u64, layout: &Layout) -> Sandbox {
     }
 }
 
-/// Runs `argv` with the tree, laid out as `layout` says, as its root.
+/// Runs `argv` with the tree, laid out as `layout` says, as its root, with
+/// `env` in its environment.
 pub fn run_in_tree(
     root: &Path,
     layout: &Layout,
     source_date_epoch: u64,
+    env: &[(&str, &str)],
     argv: &[String],
 ) -> Result<()> {
     strata_process::require("bwrap")?;
-    let mut cmd = sandbox(root, source_date_epoch, layout).command(argv);
+    let mut s = sandbox(root, source_date_epoch, layout);
+    for (k, v) in env {
+        s = s.setenv(k, v);
+    }
+    let mut cmd = s.command(argv);
     strata_process::run(&mut cmd)?;
     Ok(())
 }

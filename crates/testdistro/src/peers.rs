@@ -71,6 +71,60 @@ impl Drop for Registry {
     }
 }
 
+/// A TCP relay on a free port of 127.0.0.1 to `upstream`, counting the
+/// bytes `upstream` sends: what a client read from a registry, measured on
+/// the wire. Relays for as long as the test process lives.
+pub struct CountingRelay {
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    received: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CountingRelay {
+    pub fn start(upstream: &str) -> Result<CountingRelay> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::Arc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?.to_string();
+        let received = Arc::new(AtomicU64::new(0));
+        let upstream = upstream.to_string();
+        let counter = received.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let (Ok(mut client_w), Ok(mut server_r)) = (client.try_clone(), server.try_clone())
+                else {
+                    continue;
+                };
+                let (mut client_r, mut server_w) = (client, server);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut client_r, &mut server_w);
+                    let _ = server_w.shutdown(std::net::Shutdown::Write);
+                });
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n) = std::io::Read::read(&mut server_r, &mut buf) {
+                        if n == 0 || std::io::Write::write_all(&mut client_w, &buf[..n]).is_err() {
+                            break;
+                        }
+                        counter.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    let _ = client_w.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        Ok(CountingRelay { addr, received })
+    }
+
+    /// Bytes the upstream has sent through the relay so far.
+    pub fn received(&self) -> u64 {
+        self.received.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// The ostree-ext client (`import REPO IMAGE [--insecure]`,
 /// `deploy SYSROOT STATEROOT IMAGE`), built once per test process.
 pub fn ostree_ext_client() -> Result<&'static Path> {

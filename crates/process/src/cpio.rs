@@ -1,0 +1,135 @@
+//! newc cpio archives as the kernel unpacks an initrd: one archive after
+//! another, each on a 4-byte boundary.
+//!
+//! Two uses: the device nodes an initramfs generator run without mknod
+//! leaves out ([`append_device_nodes`]), and the live root image's one
+//! member (strata-disk).
+
+use std::io::Write;
+use std::path::Path;
+
+/// One entry's header fields (owned by root, one link).
+#[derive(Debug)]
+pub struct Entry<'a> {
+    pub ino: u32,
+    pub mode: u32,
+    pub mtime: i64,
+    pub size: u64,
+    /// A device node's major and minor.
+    pub rdev: (u32, u32),
+    pub name: &'a str,
+}
+
+impl Entry<'_> {
+    /// The entry that ends an archive.
+    pub fn trailer() -> Self {
+        Entry {
+            ino: 0,
+            mode: 0,
+            mtime: 0,
+            size: 0,
+            rdev: (0, 0),
+            name: "TRAILER!!!",
+        }
+    }
+}
+
+/// The header with its name, padded to 4 bytes (the data follows).
+pub fn entry(e: &Entry) -> Vec<u8> {
+    let fields = [
+        e.ino,
+        e.mode,
+        0, // uid
+        0, // gid
+        1, // nlink
+        u32::try_from(e.mtime).unwrap_or(0),
+        u32::try_from(e.size).unwrap_or(u32::MAX),
+        0, // devmajor
+        0, // devminor
+        e.rdev.0,
+        e.rdev.1,
+        u32::try_from(e.name.len() + 1).unwrap_or(0),
+        0, // check
+    ];
+    let mut h = String::from("070701");
+    for f in fields {
+        h.push_str(&format!("{f:08x}"));
+    }
+    let mut bytes = h.into_bytes();
+    bytes.extend_from_slice(e.name.as_bytes());
+    bytes.push(0);
+    bytes.resize(bytes.len() + pad4(bytes.len() as u64), 0);
+    bytes
+}
+
+/// The zeros after `n` bytes up to a 4-byte boundary.
+pub fn pad4(n: u64) -> usize {
+    ((4 - n % 4) % 4) as usize
+}
+
+/// The device nodes dracut makes when mknod is allowed (the console the
+/// kernel opens for init before anything mounts /dev, and the others
+/// early programs use).
+const DEVICE_NODES: &[(&str, u32, u32, u32)] = &[
+    ("dev/console", 0o600, 5, 1),
+    ("dev/kmsg", 0o600, 1, 11),
+    ("dev/null", 0o666, 1, 3),
+    ("dev/random", 0o666, 1, 8),
+    ("dev/urandom", 0o666, 1, 9),
+];
+
+/// Appends [`DEVICE_NODES`] to the initramfs at `path` as an archive of
+/// their own, dated `epoch`. An initramfs generator run with mknod refused
+/// (in a user namespace; dracut with `DRACUT_NO_MKNOD`) leaves them out;
+/// appended the same way as root or not, the bytes do not depend on who
+/// built them.
+pub fn append_device_nodes(path: &Path, epoch: i64) -> std::io::Result<()> {
+    let mut archive = Vec::new();
+    for (ino, (name, mode, major, minor)) in (1..).zip(DEVICE_NODES) {
+        archive.extend(entry(&Entry {
+            ino,
+            mode: 0o020_000 | mode,
+            mtime: epoch,
+            size: 0,
+            rdev: (*major, *minor),
+            name,
+        }));
+    }
+    archive.extend(entry(&Entry::trailer()));
+    let mut f = std::fs::OpenOptions::new().append(true).open(path)?;
+    let len = f.metadata()?.len();
+    f.write_all(&vec![0u8; pad4(len)])?;
+    f.write_all(&archive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_newc_and_aligned() {
+        let h = entry(&Entry {
+            ino: 1,
+            mode: 0o100_644,
+            mtime: 0,
+            size: 5,
+            rdev: (0, 0),
+            name: "a",
+        });
+        assert!(h.starts_with(b"070701"));
+        assert_eq!(h.len(), 112);
+        assert_eq!(entry(&Entry::trailer()).len() % 4, 0);
+    }
+
+    #[test]
+    fn device_nodes_follow_on_a_4_byte_boundary() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("initrd");
+        std::fs::write(&p, b"abcde").unwrap();
+        append_device_nodes(&p, 7).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[5..8], &[0, 0, 0]);
+        assert!(bytes[8..].starts_with(b"070701"));
+        assert!(bytes.ends_with(b"TRAILER!!!\0\0\0\0"));
+    }
+}
