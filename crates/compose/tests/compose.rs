@@ -336,6 +336,11 @@ fn same_inputs_give_the_same_commit_in_a_fresh_workdir_at_other_paths_and_as_an_
     run(Command::new("cp").arg("-al").arg(&f.root).arg(&mirror));
     let lockfile = elsewhere.path().join("lockfile.json");
     std::fs::copy(&r.lockfile, &lockfile).unwrap();
+    std::fs::set_permissions(
+        &lockfile,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
     let w = elsewhere.path().join("w");
     std::fs::create_dir(&w).unwrap();
     strata_testdistro::give_to_subid_user(&w);
