@@ -91,6 +91,9 @@ fn main() {
         "rpmReadConfigFiles",
         "rpmlogClose",
         "rpmlogPrint",
+        "rpmlogSetCallback",
+        "rpmlogRecMessage",
+        "rpmlogRecPriority",
         "fdopen",
         "fclose",
     ] {

@@ -791,6 +791,7 @@ impl Transaction<'_> {
     /// `dnf_transaction_commit`: the rpm transaction into the install root.
     pub(crate) fn commit(&self, goal: &Goal<'_>) -> Result<(), Error> {
         let state = State::new()?;
+        route_rpm_log();
         // SAFETY: valid transaction, goal and state.
         gcall(|e| unsafe { sys::dnf_transaction_commit(self.ptr(), goal.ptr, state.ptr(), e) })
             .map_err(|e| e.into_error("running the rpm transaction"))
@@ -808,6 +809,48 @@ unsafe extern "C" fn percentage_changed(
     // while the handler is connected.
     let callback = unsafe { &mut *data.cast::<&mut dyn FnMut(u32)>() };
     callback(percent);
+}
+
+/// Sends librpm's messages through `tracing` instead of its own writes to
+/// stderr, which would cut through a terminal's live region: errors as
+/// errors, warnings as warnings, the rest at debug. rpm's `NOKEY` warnings
+/// go to debug: the install root's rpm keyring is empty by design, and
+/// strata's policy has checked every package's signature against the
+/// manifest's keys before the install. Set again before each transaction
+/// (libdnf sets its own callback while it checks signatures, and clears
+/// it after); rpm keeps its saved records either way ([`ScriptletWatch`]).
+fn route_rpm_log() {
+    // SAFETY: a plain function pointer with no data; rpm calls it with a
+    // record valid for the call.
+    unsafe { sys::rpmlogSetCallback(Some(rpm_log), std::ptr::null_mut()) };
+}
+
+/// rpmlog's callback (see [`route_rpm_log`]): 0 tells rpm the message is
+/// handled.
+unsafe extern "C" fn rpm_log(
+    rec: sys::rpmlogRec,
+    _data: sys::rpmlogCallbackData,
+) -> std::ffi::c_int {
+    // SAFETY: `rec` is the record rpm passes for this call; its message is
+    // a NUL-terminated string (or NULL).
+    let (message, priority) = unsafe {
+        let m = sys::rpmlogRecMessage(rec);
+        let text = if m.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(m).to_string_lossy().into_owned()
+        };
+        (text, sys::rpmlogRecPriority(rec))
+    };
+    let message = message.trim_end();
+    match priority {
+        p if p <= sys::RPMLOG_ERR => tracing::error!(target: "rpm", "{message}"),
+        p if p == sys::RPMLOG_WARNING && !message.ends_with(": NOKEY") => {
+            tracing::warn!(target: "rpm", "{message}")
+        }
+        _ => tracing::debug!(target: "rpm", "{message}"),
+    }
+    0
 }
 
 /// The scriptlet failures rpm logs while a transaction runs. rpm keeps
