@@ -91,9 +91,7 @@ fn main() {
         "rpmReadConfigFiles",
         "rpmlogClose",
         "rpmlogPrint",
-        "rpmlogSetCallback",
-        "rpmlogRecMessage",
-        "rpmlogRecPriority",
+        "rpmlogSetFile",
         "fdopen",
         "fclose",
     ] {

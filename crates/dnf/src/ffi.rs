@@ -791,10 +791,13 @@ impl Transaction<'_> {
     /// `dnf_transaction_commit`: the rpm transaction into the install root.
     pub(crate) fn commit(&self, goal: &Goal<'_>) -> Result<(), Error> {
         let state = State::new()?;
-        route_rpm_log();
+        let log = RpmLogCapture::start();
         // SAFETY: valid transaction, goal and state.
-        gcall(|e| unsafe { sys::dnf_transaction_commit(self.ptr(), goal.ptr, state.ptr(), e) })
-            .map_err(|e| e.into_error("running the rpm transaction"))
+        let done =
+            gcall(|e| unsafe { sys::dnf_transaction_commit(self.ptr(), goal.ptr, state.ptr(), e) })
+                .map_err(|e| e.into_error("running the rpm transaction"));
+        log.finish();
+        done
     }
 }
 
@@ -811,46 +814,83 @@ unsafe extern "C" fn percentage_changed(
     callback(percent);
 }
 
-/// Sends librpm's messages through `tracing` instead of its own writes to
-/// stderr, which would cut through a terminal's live region: errors as
-/// errors, warnings as warnings, the rest at debug. rpm's `NOKEY` warnings
-/// go to debug: the install root's rpm keyring is empty by design, and
-/// strata's policy has checked every package's signature against the
-/// manifest's keys before the install. Set again before each transaction
-/// (libdnf sets its own callback while it checks signatures, and clears
-/// it after); rpm keeps its saved records either way ([`ScriptletWatch`]).
-fn route_rpm_log() {
-    // SAFETY: a plain function pointer with no data; rpm calls it with a
-    // record valid for the call.
-    unsafe { sys::rpmlogSetCallback(Some(rpm_log), std::ptr::null_mut()) };
+/// What librpm prints itself while a transaction runs (its warnings to
+/// stderr, which would cut through a terminal's live region), caught in
+/// a temporary file instead and passed on through `tracing` when the
+/// transaction ends: errors as errors, warnings as warnings, the rest at
+/// debug. rpm's `NOKEY` warnings go to debug: the install root's rpm
+/// keyring is empty by design, and strata's policy has checked every
+/// package's signature against the manifest's keys before the install.
+/// Messages libdnf's own rpmlog callbacks take never reach the file.
+struct RpmLogCapture {
+    file: Option<std::fs::File>,
+    stream: *mut sys::FILE,
+    previous: *mut sys::FILE,
 }
 
-/// rpmlog's callback (see [`route_rpm_log`]): 0 tells rpm the message is
-/// handled.
-unsafe extern "C" fn rpm_log(
-    rec: sys::rpmlogRec,
-    _data: sys::rpmlogCallbackData,
-) -> std::ffi::c_int {
-    // SAFETY: `rec` is the record rpm passes for this call; its message is
-    // a NUL-terminated string (or NULL).
-    let (message, priority) = unsafe {
-        let m = sys::rpmlogRecMessage(rec);
-        let text = if m.is_null() {
-            String::new()
-        } else {
-            std::ffi::CStr::from_ptr(m).to_string_lossy().into_owned()
+impl RpmLogCapture {
+    fn start() -> RpmLogCapture {
+        use std::os::fd::IntoRawFd;
+        let none = RpmLogCapture {
+            file: None,
+            stream: std::ptr::null_mut(),
+            previous: std::ptr::null_mut(),
         };
-        (text, sys::rpmlogRecPriority(rec))
-    };
-    let message = message.trim_end();
-    match priority {
-        p if p <= sys::RPMLOG_ERR => tracing::error!(target: "rpm", "{message}"),
-        p if p == sys::RPMLOG_WARNING && !message.ends_with(": NOKEY") => {
-            tracing::warn!(target: "rpm", "{message}")
+        let Ok(file) = tempfile::tempfile() else {
+            return none;
+        };
+        let Ok(fd) = rustix::io::dup(&file) else {
+            return none;
+        };
+        let fd = fd.into_raw_fd();
+        // SAFETY: fdopen takes ownership of `fd` (a fresh duplicate); the
+        // stream is rpm's log file until `finish` puts the previous back
+        // and closes it.
+        unsafe {
+            let stream = sys::fdopen(fd, c"w".as_ptr());
+            if stream.is_null() {
+                drop(<std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd));
+                return none;
+            }
+            let previous = sys::rpmlogSetFile(stream);
+            RpmLogCapture {
+                file: Some(file),
+                stream,
+                previous,
+            }
         }
-        _ => tracing::debug!(target: "rpm", "{message}"),
     }
-    0
+
+    fn finish(self) {
+        use std::io::{Read, Seek};
+        let Some(mut file) = self.file else {
+            return;
+        };
+        // SAFETY: puts rpm's previous log file back before closing ours.
+        unsafe {
+            sys::rpmlogSetFile(self.previous);
+            sys::fclose(self.stream);
+        }
+        let mut text = String::new();
+        if file.seek(std::io::SeekFrom::Start(0)).is_err()
+            || file.read_to_string(&mut text).is_err()
+        {
+            return;
+        }
+        for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+            if let Some(m) = line.strip_prefix("error: ") {
+                tracing::error!(target: "rpm", "{m}");
+            } else if let Some(m) = line.strip_prefix("warning: ") {
+                if m.ends_with(": NOKEY") {
+                    tracing::debug!(target: "rpm", "{m}");
+                } else {
+                    tracing::warn!(target: "rpm", "{m}");
+                }
+            } else {
+                tracing::debug!(target: "rpm", "{line}");
+            }
+        }
+    }
 }
 
 /// The scriptlet failures rpm logs while a transaction runs. rpm keeps
