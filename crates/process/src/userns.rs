@@ -265,10 +265,10 @@ pub fn in_initial_namespace() -> bool {
         .is_ok_and(|m| m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"])
 }
 
-/// How many ids from 0 an id map (`/proc/self/uid_map` format) maps
-/// without a gap.
-fn mapped_from_zero(map: &str) -> u32 {
-    let mut ranges: Vec<(u64, u64)> = map
+/// The lines of an id map (`/proc/self/uid_map` format) as (first id
+/// inside, count), in order.
+fn extents(map: &str) -> Vec<(u64, u64)> {
+    let mut extents: Vec<(u64, u64)> = map
         .lines()
         .filter_map(|l| {
             let f: Vec<u64> = l
@@ -278,9 +278,15 @@ fn mapped_from_zero(map: &str) -> u32 {
             (f.len() == 3).then(|| (f[0], f[2]))
         })
         .collect();
-    ranges.sort();
+    extents.sort();
+    extents
+}
+
+/// How many ids from 0 an id map (`/proc/self/uid_map` format) maps
+/// without a gap.
+fn mapped_from_zero(map: &str) -> u32 {
     let mut next = 0u64;
-    for (inside, count) in ranges {
+    for (inside, count) in extents(map) {
         if inside > next {
             break;
         }
@@ -294,20 +300,9 @@ fn mapped_from_zero(map: &str) -> u32 {
 /// kernel takes a line only when the ids it maps lie within one line of
 /// the writer's own map.
 fn identity_lines(own: &str, count: u32) -> String {
-    let mut extents: Vec<(u64, u64)> = own
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<u64> = l
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            (f.len() == 3).then(|| (f[0], f[2]))
-        })
-        .collect();
-    extents.sort();
     let end = u64::from(count);
     let mut out = String::new();
-    for (first, len) in extents {
+    for (first, len) in extents(own) {
         if first >= end {
             break;
         }
