@@ -814,69 +814,76 @@ unsafe extern "C" fn percentage_changed(
     callback(percent);
 }
 
+/// A temporary file librpm writes into through a C `FILE`, read back as
+/// text once the stream is closed.
+struct RpmFile {
+    file: std::fs::File,
+    stream: NonNull<sys::FILE>,
+}
+
+impl RpmFile {
+    fn new() -> Option<RpmFile> {
+        use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+        let file = tempfile::tempfile().ok()?;
+        let fd = rustix::io::dup(&file).ok()?.into_raw_fd();
+        // SAFETY: fdopen takes ownership of `fd` (a fresh duplicate);
+        // `read_back` closes the stream.
+        match NonNull::new(unsafe { sys::fdopen(fd, c"w".as_ptr()) }) {
+            Some(stream) => Some(RpmFile { file, stream }),
+            None => {
+                // SAFETY: fdopen failed, so `fd` is still ours.
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                None
+            }
+        }
+    }
+
+    /// Closes the stream (rpm must no longer hold it) and returns what
+    /// was written.
+    fn read_back(mut self) -> Option<String> {
+        use std::io::{Read, Seek};
+        // SAFETY: the stream `new` opened, closed once here.
+        unsafe { sys::fclose(self.stream.as_ptr()) };
+        let mut text = String::new();
+        self.file.seek(std::io::SeekFrom::Start(0)).ok()?;
+        self.file.read_to_string(&mut text).ok()?;
+        Some(text)
+    }
+}
+
 /// What librpm prints itself while a transaction runs (its warnings to
 /// stderr, which would cut through a terminal's live region), caught in
-/// a temporary file instead and passed on through `tracing` when the
+/// an [`RpmFile`] instead and passed on through `tracing` when the
 /// transaction ends: errors as errors, warnings as warnings, the rest at
 /// debug. rpm's `NOKEY` warnings go to debug: the install root's rpm
 /// keyring is empty by design, and strata's policy has checked every
 /// package's signature against the manifest's keys before the install.
 /// Messages libdnf's own rpmlog callbacks take never reach the file.
 struct RpmLogCapture {
-    file: Option<std::fs::File>,
-    stream: *mut sys::FILE,
-    previous: *mut sys::FILE,
+    /// The file, and the log file rpm had before.
+    file: Option<(RpmFile, *mut sys::FILE)>,
 }
 
 impl RpmLogCapture {
     fn start() -> RpmLogCapture {
-        use std::os::fd::IntoRawFd;
-        let none = RpmLogCapture {
-            file: None,
-            stream: std::ptr::null_mut(),
-            previous: std::ptr::null_mut(),
-        };
-        let Ok(file) = tempfile::tempfile() else {
-            return none;
-        };
-        let Ok(fd) = rustix::io::dup(&file) else {
-            return none;
-        };
-        let fd = fd.into_raw_fd();
-        // SAFETY: fdopen takes ownership of `fd` (a fresh duplicate); the
-        // stream is rpm's log file until `finish` puts the previous back
-        // and closes it.
-        unsafe {
-            let stream = sys::fdopen(fd, c"w".as_ptr());
-            if stream.is_null() {
-                drop(<std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd));
-                return none;
-            }
-            let previous = sys::rpmlogSetFile(stream);
-            RpmLogCapture {
-                file: Some(file),
-                stream,
-                previous,
-            }
-        }
+        let file = RpmFile::new().map(|f| {
+            // SAFETY: the stream stays open until `finish` puts the
+            // previous log file back.
+            let previous = unsafe { sys::rpmlogSetFile(f.stream.as_ptr()) };
+            (f, previous)
+        });
+        RpmLogCapture { file }
     }
 
     fn finish(self) {
-        use std::io::{Read, Seek};
-        let Some(mut file) = self.file else {
+        let Some((file, previous)) = self.file else {
             return;
         };
-        // SAFETY: puts rpm's previous log file back before closing ours.
-        unsafe {
-            sys::rpmlogSetFile(self.previous);
-            sys::fclose(self.stream);
-        }
-        let mut text = String::new();
-        if file.seek(std::io::SeekFrom::Start(0)).is_err()
-            || file.read_to_string(&mut text).is_err()
-        {
+        // SAFETY: rpm's previous log file, back before ours is closed.
+        unsafe { sys::rpmlogSetFile(previous) };
+        let Some(text) = file.read_back() else {
             return;
-        }
+        };
         for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
             if let Some(m) = line.strip_prefix("error: ") {
                 tracing::error!(target: "rpm", "{m}");
@@ -911,33 +918,14 @@ impl ScriptletWatch {
 
     /// The failure messages logged since `start`, in order.
     pub(crate) fn finish(self) -> Vec<String> {
-        use std::io::{Read, Seek};
-        use std::os::fd::IntoRawFd;
-        let Ok(mut file) = tempfile::tempfile() else {
+        let Some(file) = RpmFile::new() else {
             return Vec::new();
         };
-        let Ok(fd) = rustix::io::dup(&file) else {
-            return Vec::new();
-        };
-        let fd = fd.into_raw_fd();
-        // SAFETY: fdopen takes ownership of `fd` (a fresh duplicate) and
-        // fclose releases both; rpm writes through the FILE only here.
-        unsafe {
-            let f = sys::fdopen(fd, c"w".as_ptr());
-            if f.is_null() {
-                drop(<std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd));
-                return Vec::new();
-            }
-            sys::rpmlogPrint(f);
-            sys::fclose(f);
-        }
-        let mut text = String::new();
-        if file.seek(std::io::SeekFrom::Start(0)).is_err()
-            || file.read_to_string(&mut text).is_err()
-        {
-            return Vec::new();
-        }
-        text.lines()
+        // SAFETY: rpm writes its saved records through the open stream.
+        unsafe { sys::rpmlogPrint(file.stream.as_ptr()) };
+        file.read_back()
+            .unwrap_or_default()
+            .lines()
             .map(str::trim)
             .filter(|l| l.contains(" scriptlet failed, "))
             .map(str::to_string)
