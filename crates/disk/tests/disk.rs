@@ -736,8 +736,11 @@ fn bad_input_leaves_nothing() {
     }
 }
 
-/// Commits `tree` to the workdir's repository and encapsulates it as `tag`.
+/// Commits `tree` to the workdir's repository and encapsulates it as `tag`,
+/// holding the workdir's lock as every writer does: a disk build running
+/// alongside prunes the layout and rewrites its index.json.
 fn image_of_tree(w: &Path, tree: &Path, tag: &str, version: &str) {
+    let _lock = strata_workdir::Workdir::open(w).unwrap().lock().unwrap();
     let repo = w.join("repo");
     let commit = run(Command::new("ostree")
         .arg(format!("--repo={}", repo.display()))
