@@ -61,7 +61,8 @@ fn compose_base(fixture: &Fixture, dir: &Path) -> Result<Base> {
     let manifest = scale_manifest(fixture, dir)?;
     let workdir = dir.join("work");
     let r = strata_compose::compose(
-        &strata_compose::ComposeOptions::new(&manifest, &workdir).vars(vars(fixture)?),
+        &strata_compose::ComposeOptions::new(&manifest, &workdir, crate::installer()?)
+            .vars(vars(fixture)?),
     )?;
     let tag = r.image.rsplit(':').next().unwrap_or_default().to_string();
     let info = strata_oscontainer::inspect(
@@ -125,7 +126,8 @@ pub fn bench(large: &Fixture, target: &Path, dir: &Path) -> Result<()> {
         let workdir = dir.join(format!("derive-full-{round}"));
         let (t, _) = timed(|| {
             strata_compose::compose(
-                &strata_compose::ComposeOptions::new(&full, &workdir).vars(vars(large)?),
+                &strata_compose::ComposeOptions::new(&full, &workdir, crate::installer()?)
+                    .vars(vars(large)?),
             )
         })?;
         t_fulls.push(t);

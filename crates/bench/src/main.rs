@@ -45,6 +45,14 @@ mod derive;
 mod disk;
 
 const SCALE: usize = 300;
+/// The hidden subcommand this binary serves as compose's installer.
+const INSTALL_WORKER: &str = "__install-worker";
+
+/// compose's installer: this binary, [`INSTALL_WORKER`].
+fn installer() -> Result<strata_process::worker::Worker> {
+    let exe = std::env::current_exe().context("finding the bench executable")?;
+    Ok(strata_process::worker::Worker::new(exe).arg(INSTALL_WORKER))
+}
 /// The stream the demo manifest composes.
 const STREAM: &str = "rhel-8.6";
 
@@ -54,6 +62,17 @@ fn main() -> Result<()> {
             Ok(())
         } else {
             anyhow::bail!("the derive worker failed")
+        };
+    }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == INSTALL_WORKER)
+    {
+        let code = strata_dnf::job::serve_child(std::env::args_os().skip(2));
+        return if code == std::process::ExitCode::SUCCESS {
+            Ok(())
+        } else {
+            anyhow::bail!("the install worker failed")
         };
     }
     if let Some(code) = disk::serve_worker() {
@@ -91,7 +110,9 @@ fn main() -> Result<()> {
             format!("fixture={}", fixture.root.display()),
             format!("snapshot={snapshot}"),
         ])?;
-        strata_compose::compose(&strata_compose::ComposeOptions::new(&manifest, workdir).vars(vars))
+        strata_compose::compose(
+            &strata_compose::ComposeOptions::new(&manifest, workdir, installer()?).vars(vars),
+        )
     };
     let compose = |snapshot: &str| compose_in(&workdir, snapshot);
     if std::env::args().nth(1).as_deref() == Some("disk") {
@@ -361,7 +382,7 @@ fn disk_bench(
     ])?;
     let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo/rhel-8.6.yaml");
     let small = strata_compose::compose(
-        &strata_compose::ComposeOptions::new(demo, &small_workdir).vars(vars),
+        &strata_compose::ComposeOptions::new(demo, &small_workdir, installer()?).vars(vars),
     )?;
     disk::bench(
         &disk::Subject {

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use strata_pipeline::{BuildOptions, BuildResult, ImageResult, Worker};
+use strata_pipeline::{BuildOptions, BuildResult, ImageResult, Workers};
 
 use crate::transport::RegistryArgs;
 
@@ -28,18 +28,19 @@ pub struct BuildArgs {
     pub json: bool,
 }
 
-/// The workers of derive and disk: this very binary, hidden subcommands.
-pub(crate) fn workers() -> Result<(Worker, Worker)> {
-    Ok((
-        crate::worker("__derive-worker")?,
-        crate::worker("__disk-worker")?,
-    ))
+/// The workers of compose, derive and disk: this very binary, hidden
+/// subcommands.
+pub(crate) fn workers() -> Result<Workers> {
+    Ok(Workers {
+        install: crate::worker("__install-worker")?,
+        derive: crate::worker("__derive-worker")?,
+        disk: crate::worker("__disk-worker")?,
+    })
 }
 
 pub(crate) fn options(pipeline: &Path, workdir: &Path, vars: &[String]) -> Result<BuildOptions> {
     let vars = strata_manifest::Vars::from_assignments(vars.iter().map(String::as_str))?;
-    let (derive, disk) = workers()?;
-    Ok(BuildOptions::new(pipeline, workdir, derive, disk).vars(vars))
+    Ok(BuildOptions::new(pipeline, workdir, workers()?).vars(vars))
 }
 
 pub(crate) fn run(args: BuildArgs) -> Result<ExitCode> {

@@ -38,10 +38,14 @@ pub struct ComposeArgs {
 
 pub(crate) fn run(args: ComposeArgs) -> Result<ExitCode> {
     let vars = strata_manifest::Vars::from_assignments(args.vars.iter().map(String::as_str))?;
-    let opts = strata_compose::ComposeOptions::new(&args.manifest, &args.workdir)
-        .vars(vars)
-        .lockfile(args.lockfile.clone())
-        .overrides(args.overrides.clone());
+    let opts = strata_compose::ComposeOptions::new(
+        &args.manifest,
+        &args.workdir,
+        crate::worker("__install-worker")?,
+    )
+    .vars(vars)
+    .lockfile(args.lockfile.clone())
+    .overrides(args.overrides.clone());
     // Byte bars (downloads, layers) on a terminal.
     let live = crate::progress::Live::on_terminal();
     let result = strata_compose::compose(&opts)?;

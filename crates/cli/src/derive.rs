@@ -35,12 +35,6 @@ pub struct DeriveArgs {
     pub json: bool,
 }
 
-#[derive(Debug, clap::Args, PartialEq, Eq)]
-pub struct DeriveWorkerArgs {
-    pub job: PathBuf,
-    pub outcome: PathBuf,
-}
-
 /// How derive starts its workers: this very binary, hidden subcommand.
 pub(crate) fn worker() -> Result<strata_derive::Worker> {
     crate::worker("__derive-worker")

@@ -49,12 +49,6 @@ fn parse_platform(name: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-#[derive(Debug, clap::Args, PartialEq, Eq)]
-pub struct DiskWorkerArgs {
-    pub job: PathBuf,
-    pub outcome: PathBuf,
-}
-
 /// How disk starts its deploy worker: this very binary, hidden subcommand.
 fn worker() -> Result<std::process::Command> {
     Ok(crate::worker("__disk-worker")?.command())
@@ -101,10 +95,6 @@ pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
         println!("  stream metadata {}", r.stream_json.display());
     }
     Ok(ExitCode::SUCCESS)
-}
-
-pub(crate) fn worker_main(args: DiskWorkerArgs) -> ExitCode {
-    strata_disk::worker_main([args.job.into_os_string(), args.outcome.into_os_string()])
 }
 
 fn disk_json(r: &strata_disk::DiskResult) -> serde_json::Value {

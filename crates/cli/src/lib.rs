@@ -29,8 +29,8 @@ pub mod docs;
 pub use build::BuildArgs;
 pub use compose::ComposeArgs;
 pub use demo::{DemoArgs, FixtureArgs};
-pub use derive::{DeriveArgs, DeriveWorkerArgs};
-pub use disk::{DiskArgs, DiskWorkerArgs, NodeArgs, NodeCommand, NodeRollbackArgs, NodeUpdateArgs};
+pub use derive::DeriveArgs;
+pub use disk::{DiskArgs, NodeArgs, NodeCommand, NodeRollbackArgs, NodeUpdateArgs};
 pub use housekeeping::{ListArgs, PruneArgs};
 pub use image::{DiffArgs, ImageOptions, InspectArgs, PushArgs};
 pub use transport::RegistryArgs;
@@ -108,12 +108,29 @@ pub enum Command {
     List(ListArgs),
     /// Remove all but the newest N builds of each stream: records, tags, disks, blobs, ostree objects.
     Prune(PruneArgs),
+    /// Internal: the worker process of `compose` (the package install).
+    #[command(name = "__install-worker", hide = true)]
+    InstallWorker(WorkerArgs),
     /// Internal: the worker process of `derive` (one release's install).
     #[command(name = "__derive-worker", hide = true)]
-    DeriveWorker(DeriveWorkerArgs),
+    DeriveWorker(WorkerArgs),
     /// Internal: the worker process of `disk` (the namespaced deployment).
     #[command(name = "__disk-worker", hide = true)]
-    DiskWorker(DiskWorkerArgs),
+    DiskWorker(WorkerArgs),
+}
+
+/// A worker's command line: the job to read, the outcome to write (see
+/// `strata_process::worker`).
+#[derive(Debug, clap::Args, PartialEq, Eq)]
+pub struct WorkerArgs {
+    pub job: std::path::PathBuf,
+    pub outcome: std::path::PathBuf,
+}
+
+impl WorkerArgs {
+    fn into_os_strings(self) -> [OsString; 2] {
+        [self.job.into_os_string(), self.outcome.into_os_string()]
+    }
 }
 
 /// The log filter a flag set (`-v`, `-q`), for the workers strata starts.
@@ -248,15 +265,16 @@ pub fn run(args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> Resul
         Command::Derive(args) => derive::run(args),
         Command::Build(args) => build::run(args),
         Command::Disk(args) => disk::run(args),
-        Command::DiskWorker(args) => Ok(disk::worker_main(args)),
+        Command::DiskWorker(args) => Ok(strata_disk::worker_main(args.into_os_strings())),
         Command::Node(args) => disk::node(args),
         Command::Inspect(args) => image::inspect(args),
         Command::Diff(args) => image::diff(args),
         Command::Push(args) => image::push(args),
         Command::List(args) => housekeeping::list(args),
         Command::Prune(args) => housekeeping::prune(args),
+        Command::InstallWorker(args) => Ok(strata_dnf::job::serve_child(args.into_os_strings())),
         Command::DeriveWorker(args) => Ok(strata_derive::worker::main(
-            [args.job, args.outcome].into_iter().map(OsString::from),
+            args.into_os_strings().into_iter(),
         )),
     }
 }

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::Serialize;
+use strata_dnf::job::{run_in_child, InstallJob};
 use strata_dnf::{DepsolveRequest, Dnf, Package};
 use strata_manifest::{RpmdbBackend, UtcDateTime};
 use strata_rootfs::{bootupd, files, initramfs, passwd, policy, sandbox, tree};
@@ -60,12 +61,10 @@ impl Build<'_> {
     /// the tag and the ref.
     pub(crate) fn run(self) -> Result<ComposeResult> {
         let c = self.c;
-        // The installing context lives as long as the build.
-        let mut dnf = Dnf::new(c.dnf_opts.clone(), c.repo_configs.clone())?;
         // Scriptlets, the initramfs generator and postprocess scripts write
         // to /dev/null; gone before the tree becomes an OS tree.
         let nodes = files::DeviceNodes::make(&c.root)?;
-        let installed = self.install(&mut dnf)?;
+        let installed = self.install()?;
         let tree = self.postprocess(&installed.version, nodes)?;
         let repo = commit::open_repo(&c.wd.repo())?;
         let checksum = self.commit(&repo, &installed, &tree)?;
@@ -95,15 +94,20 @@ impl Build<'_> {
         })
     }
 
-    /// Resolves again in the installing context, downloads, enforces the
-    /// policy on every package, then installs into the staging root.
-    fn install(&self, dnf: &mut Dnf) -> Result<Installed> {
+    /// Resolves again, downloads, enforces the policy on every package,
+    /// then installs exactly those into the staging root, in a child
+    /// ([`crate::ComposeOptions::installer`]): librpm's chroot and its
+    /// SOURCE_DATE_EPOCH stay out of this process.
+    fn install(&self) -> Result<Installed> {
         let c = self.c;
-        let mut resolved = dnf
-            .depsolve(&self.request)
-            .context("resolving the manifest's packages")?;
-        resolved.download().context("downloading packages")?;
-        let packages = sorted(resolved.packages());
+        let packages = {
+            let mut dnf = Dnf::new(c.dnf_opts.clone(), c.repo_configs.clone())?;
+            let mut resolved = dnf
+                .depsolve(&self.request)
+                .context("resolving the manifest's packages")?;
+            resolved.download().context("downloading packages")?;
+            sorted(resolved.packages())
+        };
         c.policy
             .check(
                 &packages
@@ -133,8 +137,20 @@ impl Build<'_> {
         if let Some(acc) = &previous_accounts {
             passwd::seed(&c.root, acc)?;
         }
-        // The install itself warns about each failure ignore-scripts lets through.
-        let report = resolved.install().context("installing packages")?;
+        // librpm stamps installed headers with the install time unless
+        // SOURCE_DATE_EPOCH says otherwise: the rpmdb must not record "now".
+        let job = InstallJob::new(
+            c.dnf_opts.clone(),
+            c.repo_configs.clone(),
+            self.request.clone(),
+        )
+        .expecting(packages.iter().map(|p| p.nevra.clone()))
+        .source_date_epoch(self.sde);
+        let report = run_in_child(&c.opts.installer, &job).context("installing packages")?;
+        // The child's own warnings are not shown: say them here.
+        for f in &report.ignored_scriptlet_failures {
+            tracing::warn!("{}: ignored (ignore-scripts): {f}", c.stream);
+        }
         Ok(Installed {
             packages,
             version,

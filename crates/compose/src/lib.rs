@@ -37,6 +37,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
 use strata_manifest::{BaseManifest, Vars};
+use strata_process::worker::Worker;
 use strata_workdir::{BuildEntry, Workdir};
 
 use build::Build;
@@ -65,13 +66,24 @@ pub struct ComposeOptions {
     pub overrides: Vec<PathBuf>,
     /// Times in the output; default: the newest build time of the packages.
     pub source_date_epoch: Option<u64>,
+    /// The program that installs the packages in a process of its own
+    /// (librpm chroots the whole process and reads SOURCE_DATE_EPOCH from
+    /// its environment): it must serve [`strata_dnf::job::InstallJob`]s
+    /// with [`strata_dnf::job::serve_child`]. The `strata` binary's hidden
+    /// `__install-worker`.
+    pub installer: Worker,
 }
 
 impl ComposeOptions {
-    pub fn new(manifest: impl Into<PathBuf>, workdir: impl Into<PathBuf>) -> Self {
+    pub fn new(
+        manifest: impl Into<PathBuf>,
+        workdir: impl Into<PathBuf>,
+        installer: Worker,
+    ) -> Self {
         Self {
             manifest: manifest.into(),
             workdir: workdir.into(),
+            installer,
             vars: Vars::new(),
             lockfile: None,
             overrides: Vec::new(),
@@ -156,9 +168,6 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let sde = opts
         .source_date_epoch
         .unwrap_or_else(|| packages.iter().map(|p| p.build_time).max().unwrap_or(0));
-    // librpm stamps installed headers with the install time unless
-    // SOURCE_DATE_EPOCH says otherwise: the rpmdb must not record "now".
-    let _sde = EnvVar::set("SOURCE_DATE_EPOCH", &sde.to_string());
     Build {
         c: &c,
         request,
@@ -378,31 +387,6 @@ impl<'a> Compose<'a> {
             }
         }
         Ok(None)
-    }
-}
-
-/// An environment variable set for as long as the guard lives, then put
-/// back: compose must not leave its SOURCE_DATE_EPOCH to whatever the
-/// process does next (a derive in the same process has its own).
-struct EnvVar {
-    name: &'static str,
-    previous: Option<std::ffi::OsString>,
-}
-
-impl EnvVar {
-    fn set(name: &'static str, value: &str) -> Self {
-        let previous = std::env::var_os(name);
-        std::env::set_var(name, value);
-        Self { name, previous }
-    }
-}
-
-impl Drop for EnvVar {
-    fn drop(&mut self) {
-        match &self.previous {
-            Some(v) => std::env::set_var(self.name, v),
-            None => std::env::remove_var(self.name),
-        }
     }
 }
 

@@ -31,10 +31,15 @@ fn vars(f: &Fixture) -> Vars {
     Vars::from_assignments([format!("fixture={}", f.root.display())]).unwrap()
 }
 
+/// The crate's own program, serving the compose's install jobs.
+fn installer() -> strata_process::worker::Worker {
+    strata_process::worker::Worker::new(env!("CARGO_BIN_EXE_strata-compose")).arg("install")
+}
+
 fn compose_in(workdir: &Path, manifest: &Path) -> anyhow::Result<ComposeResult> {
     let f = fixture();
     compose(
-        &ComposeOptions::new(manifest, workdir)
+        &ComposeOptions::new(manifest, workdir, installer())
             .vars(vars(&f))
             .source_date_epoch(None),
     )
@@ -837,7 +842,7 @@ fn a_lockfile_whose_digest_or_repo_differs_is_refused_by_name() {
         std::fs::write(&path, serde_json::to_vec(&l).unwrap()).unwrap();
         let w = d.path().join(format!("w-{field}"));
         let err = compose(
-            &ComposeOptions::new(demo_manifest(), &w)
+            &ComposeOptions::new(demo_manifest(), &w, installer())
                 .vars(vars(&fixture()))
                 .lockfile(Some(path)),
         )
@@ -868,7 +873,8 @@ fn overrides_files_pin_packages_over_the_lockfile() {
         .unwrap()
     };
     let zw = tempfile::tempdir().unwrap();
-    let z = compose(&ComposeOptions::new(demo_manifest(), zw.path()).vars(zvars())).unwrap();
+    let z = compose(&ComposeOptions::new(demo_manifest(), zw.path(), installer()).vars(zvars()))
+        .unwrap();
     let lock = |p: &Path| -> serde_json::Value {
         serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
     };
@@ -895,7 +901,7 @@ fn overrides_files_pin_packages_over_the_lockfile() {
     std::fs::write(&overrides, yaml).unwrap();
     let w = tempfile::tempdir().unwrap();
     let by_overrides = compose(
-        &ComposeOptions::new(demo_manifest(), w.path())
+        &ComposeOptions::new(demo_manifest(), w.path(), installer())
             .vars(zvars())
             .lockfile(Some(ga.lockfile.clone()))
             .overrides(vec![overrides.clone()]),
@@ -925,7 +931,7 @@ fn overrides_files_pin_packages_over_the_lockfile() {
     .unwrap();
     let w = tempfile::tempdir().unwrap();
     let pinned = compose(
-        &ComposeOptions::new(demo_manifest(), w.path())
+        &ComposeOptions::new(demo_manifest(), w.path(), installer())
             .vars(zvars())
             .overrides(vec![pin.clone()]),
     );

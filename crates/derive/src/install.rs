@@ -37,7 +37,11 @@ pub(crate) fn build_tree(
     for d in [&upper, &work, &merged] {
         fs::create_dir_all(d)?;
     }
-    let mut install = p.install.clone();
+    let mut install = p
+        .install
+        .clone()
+        .expecting(p.packages.iter().map(|p| p.nevra.clone()))
+        .source_date_epoch(p.sde);
     install.options.install_root = merged.clone();
     let release = p.manifest.release.to_string();
     let version = p.version.clone();
@@ -47,7 +51,6 @@ pub(crate) fn build_tree(
         work,
         merged,
         install,
-        expected: p.packages.iter().map(|p| p.nevra.clone()).collect(),
         add_files: p
             .manifest
             .add_files

@@ -50,7 +50,7 @@ fn bases() -> &'static (SharedDir, ComposeResult, ComposeResult) {
             ])
             .unwrap();
             compose(
-                &ComposeOptions::new(demo("rhel-8.6.yaml"), w.path())
+                &ComposeOptions::new(demo("rhel-8.6.yaml"), w.path(), worker().arg("install"))
                     .vars(v)
                     .source_date_epoch(None),
             )
@@ -71,7 +71,7 @@ fn bases() -> &'static (SharedDir, ComposeResult, ComposeResult) {
         )
         .unwrap();
         let labeled = compose(
-            &ComposeOptions::new(&manifest, lw.path().join("work"))
+            &ComposeOptions::new(&manifest, lw.path().join("work"), worker().arg("install"))
                 .vars(vars())
                 .source_date_epoch(None),
         )

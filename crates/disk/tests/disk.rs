@@ -52,7 +52,12 @@ fn workdir() -> &'static (PathBuf, String, String) {
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../manifests/demo/rhel-8.6.yaml");
         let w = dir.canonicalize().unwrap().join("work");
         let r = strata_compose::compose(
-            &strata_compose::ComposeOptions::new(&manifest, &w)
+            &strata_compose::ComposeOptions::new(
+                &manifest,
+                &w,
+                strata_process::worker::Worker::new(env!("CARGO_BIN_EXE_strata-disk-worker"))
+                    .arg("install"),
+            )
                 .vars(vars)
                 .source_date_epoch(None),
         )

@@ -83,6 +83,18 @@ pub enum Error {
         output: String,
     },
 
+    /// The install resolved to other packages than the caller planned and
+    /// checked (its repositories changed in between, say).
+    #[error(
+        "the install resolved differently from the plan: installed [{}], planned [{}]",
+        installed.join(", "),
+        planned.join(", ")
+    )]
+    Unplanned {
+        installed: Vec<String>,
+        planned: Vec<String>,
+    },
+
     /// An install run in a child process failed.
     #[error("dnf child process {status}: {message}")]
     Child { status: String, message: String },

@@ -33,6 +33,16 @@ pub struct InstallJob {
     pub options: DnfOptions,
     pub repos: Vec<RepoConfig>,
     pub request: DepsolveRequest,
+    /// The NEVRAs the caller resolved and checked (its policy, its plan):
+    /// the install must install exactly these, or fail before it returns.
+    /// Empty: whatever the request resolves to.
+    #[serde(default)]
+    pub expected: Vec<String>,
+    /// The time librpm stamps installed headers with (it reads
+    /// `SOURCE_DATE_EPOCH`): [`run_in_child`] sets it in the child's
+    /// environment, so no process changes its own.
+    #[serde(default)]
+    pub source_date_epoch: Option<u64>,
 }
 
 impl InstallJob {
@@ -41,35 +51,80 @@ impl InstallJob {
             options,
             repos,
             request,
+            expected: Vec::new(),
+            source_date_epoch: None,
         }
     }
 
+    /// The job, held to installing exactly `nevras`.
+    pub fn expecting(mut self, nevras: impl IntoIterator<Item = String>) -> Self {
+        self.expected = nevras.into_iter().collect();
+        self.expected.sort();
+        self
+    }
+
+    /// The job, its headers stamped with `seconds`.
+    pub fn source_date_epoch(mut self, seconds: u64) -> Self {
+        self.source_date_epoch = Some(seconds);
+        self
+    }
+
     /// Runs the job in this process (blocking while another `Dnf` exists).
+    /// `SOURCE_DATE_EPOCH` must already be this process's when the job
+    /// sets it.
     pub fn run(&self) -> Result<InstallReport> {
+        if let Some(sde) = self.source_date_epoch {
+            let have = std::env::var("SOURCE_DATE_EPOCH").ok();
+            if have.as_deref() != Some(sde.to_string().as_str()) {
+                return Err(Error::InvalidOptions(format!(
+                    "the install must stamp headers with SOURCE_DATE_EPOCH={sde}, and this \
+                     process has {have:?}: run it with run_in_child"
+                )));
+            }
+        }
         let mut dnf = Dnf::new(self.options.clone(), self.repos.clone())?;
-        dnf.install(&self.request)
+        let report = dnf.install(&self.request)?;
+        if !self.expected.is_empty() {
+            let mut installed: Vec<String> =
+                report.packages.iter().map(|p| p.nevra.clone()).collect();
+            installed.sort_unstable();
+            if installed != self.expected {
+                return Err(Error::Unplanned {
+                    installed,
+                    planned: self.expected.clone(),
+                });
+            }
+        }
+        Ok(report)
     }
 }
 
 /// Runs `job` in a child started from `worker`, which must serve it with
 /// [`serve_child`].
 pub fn run_in_child(worker: &Worker, job: &InstallJob) -> Result<InstallReport> {
+    let mut worker = worker.clone();
+    if let Some(sde) = job.source_date_epoch {
+        worker
+            .envs
+            .push(("SOURCE_DATE_EPOCH".into(), sde.to_string().into()));
+    }
     let scratch = tempfile::Builder::new()
         .prefix("strata-dnf-job-")
         .tempdir()
         .map_err(|e| Error::io("creating a temporary dir for a dnf job", e))?;
     tracing::debug!(root = %job.options.install_root.display(), "starting dnf child");
-    strata_process::worker::run(worker, &Isolation::Plain, scratch.path(), job).map_err(|e| match e
-    {
-        JobError::Failed(message) => Error::Child {
-            status: "failed".to_string(),
-            message,
+    strata_process::worker::run(&worker, &Isolation::Plain, scratch.path(), job).map_err(
+        |e| match e {
+            JobError::Failed(message) => Error::Child {
+                status: "failed".to_string(),
+                message,
+            },
+            other => Error::Child {
+                status: "did not finish".to_string(),
+                message: other.to_string(),
+            },
         },
-        other => Error::Child {
-            status: "did not finish".to_string(),
-            message: other.to_string(),
-        },
-    })
+    )
 }
 
 /// The child side: `ARGS = JOB OUTCOME`; serves the job (see

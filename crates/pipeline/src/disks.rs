@@ -63,7 +63,7 @@ pub fn ensure(
             &opts.workdir,
             image.image.as_str(),
             platforms.to_vec(),
-            opts.disk_worker.command(),
+            opts.workers.disk.command(),
         )
         .target_image(target.map(str::to_string))
         .compress(store.compress)

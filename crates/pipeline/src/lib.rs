@@ -80,11 +80,20 @@ pub struct BuildOptions {
     pub push: bool,
     /// For pushing (and for nothing else: a pipeline builds locally).
     pub transport: TransportOptions,
-    /// The derive worker (`strata __derive-worker`).
-    pub derive_worker: Worker,
-    /// The disk deploy worker (`strata __disk-worker`).
-    pub disk_worker: Worker,
+    pub workers: Workers,
     pub progress: Option<Progress>,
+}
+
+/// The programs a build starts for the work that needs a process of its
+/// own.
+#[derive(Debug, Clone)]
+pub struct Workers {
+    /// compose's package install (`strata __install-worker`).
+    pub install: Worker,
+    /// derive's release install (`strata __derive-worker`).
+    pub derive: Worker,
+    /// disk's namespaced deployment (`strata __disk-worker`).
+    pub disk: Worker,
 }
 
 impl std::fmt::Debug for BuildOptions {
@@ -95,8 +104,7 @@ impl std::fmt::Debug for BuildOptions {
             .field("vars", &self.vars)
             .field("push", &self.push)
             .field("transport", &self.transport)
-            .field("derive_worker", &self.derive_worker)
-            .field("disk_worker", &self.disk_worker)
+            .field("workers", &self.workers)
             .finish_non_exhaustive()
     }
 }
@@ -105,8 +113,7 @@ impl BuildOptions {
     pub fn new(
         pipeline: impl Into<PathBuf>,
         workdir: impl Into<PathBuf>,
-        derive_worker: Worker,
-        disk_worker: Worker,
+        workers: Workers,
     ) -> Self {
         Self {
             pipeline: pipeline.into(),
@@ -114,8 +121,7 @@ impl BuildOptions {
             vars: Vars::new(),
             push: false,
             transport: TransportOptions::default(),
-            derive_worker,
-            disk_worker,
+            workers,
             progress: None,
         }
     }
@@ -228,9 +234,13 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         let subject = stage_name(stage);
         opts.event("compose", &subject, State::Started);
         let composed = strata_compose::compose(
-            &strata_compose::ComposeOptions::new(&stage.manifest, &opts.workdir)
-                .vars(pipeline.line_vars(stage)?)
-                .source_date_epoch(sde),
+            &strata_compose::ComposeOptions::new(
+                &stage.manifest,
+                &opts.workdir,
+                opts.workers.install.clone(),
+            )
+            .vars(pipeline.line_vars(stage)?)
+            .source_date_epoch(sde),
         )
         .with_context(|| format!("composing {}", stage.manifest.display()))?;
         opts.event(
@@ -275,7 +285,7 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
                 &opts.workdir,
                 &base.image,
                 manifests,
-                opts.derive_worker.clone(),
+                opts.workers.derive.clone(),
             )
             .vars(pipeline.line_vars(stage)?)
             .source_date_epoch(sde),

@@ -6,6 +6,9 @@
 //! so that tests can run one as another user; like `strata derive`, it
 //! first makes itself root of a user namespace when an ordinary user
 //! starts it.
+//!
+//! `strata-derive-worker install JOB OUTCOME` serves a compose's install
+//! job, for the tests that compose the base they derive from.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -15,6 +18,7 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match args.split_first() {
         Some((mode, rest)) if mode == "derive" => derive(rest),
+        Some((mode, rest)) if mode == "install" => strata_dnf::job::serve_child(rest.to_vec()),
         _ => strata_derive::worker::main(args.into_iter()),
     }
 }

@@ -4,11 +4,17 @@
 //! `strata-disk-worker build WORKDIR IMAGE PLATFORM,... [TARGET-IMAGE]` runs
 //! a whole build with itself as the worker, so that tests can run one as
 //! another user.
+//!
+//! `strata-disk-worker install JOB OUTCOME` serves a compose's install job,
+//! for the tests that compose the base they make disks of.
 
 use std::process::{Command, ExitCode};
 
 fn main() -> ExitCode {
     let args: Vec<_> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "install") {
+        return strata_dnf::job::serve_child(args[1..].to_vec());
+    }
     if args.first().is_some_and(|a| a == "build") && (args.len() == 4 || args.len() == 5) {
         let exe = std::env::current_exe().expect("own executable");
         let platforms = args[3]
