@@ -34,7 +34,8 @@ use crate::error::{Context, Error, Result};
 use crate::import::{commit_streamed_layer, labels_of, split_layers, StreamedCommit};
 use crate::inspect::{Package, PACKAGES_ANNOTATION};
 use crate::labels::{parse_rfc3339, rfc3339, LABEL_COMMIT, LABEL_VERSION};
-use crate::layout::{Layout, ReadAhead};
+use crate::layer_stream::ReadAhead;
+use crate::layout::Layout;
 use crate::tarball::{Meta, TarWriter};
 
 /// One derived layer to add.

@@ -24,7 +24,8 @@ use crate::chunking::COMPONENTS_ANNOTATION;
 use crate::error::{Error, Result};
 use crate::import::{labels_of, split_layers};
 use crate::labels::{LABEL_COMMIT, LABEL_VERSION};
-use crate::layout::{LayerCheck, Layout, ResolvedImage, DEFAULT_MAX_EXPANSION};
+use crate::layer_stream::{LayerCheck, DEFAULT_MAX_EXPANSION};
+use crate::layout::{Layout, ResolvedImage};
 use crate::tarball::normalize_entry_path;
 use crate::transport::{ImageRef, TransportOptions};
 

@@ -29,6 +29,8 @@
 //!   (`oci-archive:FILE`).
 //! - `layout`: verified reading of OCI layouts; tags and pruning of the
 //!   shared blob store.
+//! - `layer_stream` (private): a layer's uncompressed stream, decompressed
+//!   ahead of its reader, diff ID checked, expansion bounded.
 //! - `commit` (private): an ostree commit as plain data.
 //! - `tarball`, `compress` (private): deterministic tar (fields set through
 //!   `tar::Header`, name and checksum by hand) and gzip/zstd (miniz_oxide,
@@ -50,6 +52,7 @@ mod error;
 pub mod import;
 pub mod inspect;
 pub mod labels;
+mod layer_stream;
 mod layout;
 mod tarball;
 pub mod transport;
@@ -67,9 +70,10 @@ pub use error::{Error, Result};
 pub use import::{import, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
 pub use labels::{CommitId, KernelVersion, OcpVersion, OsName, Version};
+pub use layer_stream::DEFAULT_MAX_EXPANSION;
 pub use layout::{
     check_present, list_tags, prune, prune_abandoned, remove_tag, stored_size, verify, PendingTag,
-    Pruned, TaggedImage, DEFAULT_MAX_EXPANSION, TAG_ANNOTATION,
+    Pruned, TaggedImage, TAG_ANNOTATION,
 };
 pub use transport::{
     pull, push, push_unless_present, remote_digest, ImageRef, Pushed, TransportOptions,

@@ -28,7 +28,8 @@ use super::entries::{
     LayerName,
 };
 use crate::error::{Context, Error, Result};
-use crate::layout::{LayerCheck, Layout};
+use crate::layer_stream::LayerCheck;
+use crate::layout::Layout;
 use crate::tarball::normalize_entry_path;
 
 /// Top-level directories whose children derived layers may not add.

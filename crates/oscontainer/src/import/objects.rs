@@ -21,7 +21,8 @@ use sha2::{Digest as _, Sha256};
 
 use super::entries::{bad_layer, empty_xattrs, entry_path, libc_s_ifreg, stream_content};
 use crate::error::{Context, Error, Result};
-use crate::layout::{LayerCheck, Layout};
+use crate::layer_stream::LayerCheck;
+use crate::layout::Layout;
 
 /// Largest metadata object accepted (libostree's limit).
 const MAX_METADATA_SIZE: u64 = 10 * 1024 * 1024;
