@@ -1,23 +1,23 @@
 //! Canonical JSON: one byte sequence per value, for hashing.
 //!
-//! Keys are sorted at every level (whatever serde_json's map ordering
-//! feature says), there is no whitespace, and strings are escaped the way
-//! serde_json escapes them.
+//! RFC 8785 (the `canon-json` crate, which oscontainer's index and
+//! manifests use too): keys sorted at every level whatever serde_json's
+//! map ordering feature says, no whitespace, one form per number and
+//! string.
 //!
 //! Must not: be used for output meant for people; it is for digests.
 
 use serde::Serialize;
-use serde_json::{Map, Value};
 
 /// The canonical JSON of `value`.
 pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
+    use canon_json::CanonJsonSerialize as _;
     // The manifest types hold only strings, numbers, booleans, lists and
-    // string-keyed maps: serializing them to a Value cannot fail.
-    let value = match serde_json::to_value(value) {
-        Ok(v) => v,
+    // string-keyed maps: serializing them cannot fail.
+    match value.to_canon_json_string() {
+        Ok(text) => text,
         Err(e) => unreachable!("manifest types serialize to JSON: {e}"),
-    };
-    sorted(value).to_string()
+    }
 }
 
 /// Serializes a path as a string, replacing what is not UTF-8, so that
@@ -34,22 +34,6 @@ pub(crate) fn option_path<S: serde::Serializer>(
     match path {
         Some(p) => s.serialize_some(&p.to_string_lossy()),
         None => s.serialize_none(),
-    }
-}
-
-fn sorted(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut out = Map::new();
-            for (k, v) in entries {
-                out.insert(k, sorted(v));
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
-        other => other,
     }
 }
 

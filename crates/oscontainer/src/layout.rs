@@ -512,25 +512,13 @@ fn write_index(oci: &Path, index: &ImageIndex) -> Result<()> {
         .context_with(|| format!("replacing {}/index.json", oci.display()))
 }
 
-/// `value` as compact JSON with every object's keys sorted, whatever the
-/// field order of its type: the bytes of an index depend on its content
-/// only.
+/// `value` as canonical JSON (RFC 8785: keys sorted at every level, no
+/// whitespace, one form per number and string), whatever the field order
+/// of its type: the bytes of an index or manifest depend on its content
+/// only, and are the ones ocidir writes.
 pub(crate) fn canonical_json<T: serde::Serialize>(value: &T, what: &str) -> Result<Vec<u8>> {
-    fn sorted(v: serde_json::Value) -> serde_json::Value {
-        match v {
-            serde_json::Value::Object(m) => {
-                let mut entries: Vec<(String, serde_json::Value)> = m.into_iter().collect();
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                serde_json::Value::Object(
-                    entries.into_iter().map(|(k, v)| (k, sorted(v))).collect(),
-                )
-            }
-            serde_json::Value::Array(a) => {
-                serde_json::Value::Array(a.into_iter().map(sorted).collect())
-            }
-            v => v,
-        }
-    }
-    let value = serde_json::to_value(value).context_with(|| format!("serializing {what}"))?;
-    serde_json::to_vec(&sorted(value)).context_with(|| format!("serializing {what}"))
+    use canon_json::CanonJsonSerialize as _;
+    value
+        .to_canon_json_vec()
+        .context_with(|| format!("serializing {what}"))
 }
