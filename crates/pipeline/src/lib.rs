@@ -20,6 +20,14 @@
 //! crate's own entry point with the same options the single commands use,
 //! so `strata build` and `compose` + `derive` + `disk` by hand give the same
 //! images, commits and disks. The stages hand off only image references.
+//!
+//! So each stage opens the workdir from its path and takes its lock for its
+//! own transaction, and a run opens it once per stage (and once for the
+//! record). That is the design, not waste: opening costs a few `mkdir -p`
+//! and a `realpath`, and holding one lock across the whole run would make a
+//! second `strata compose` wait for every disk of the run, where between
+//! stages it finds the workdir consistent (each stage's refs, tags and
+//! records move together, last).
 
 pub mod disks;
 pub mod housekeeping;
