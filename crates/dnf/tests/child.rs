@@ -94,3 +94,56 @@ fn parallel_installs_in_child_processes_share_one_cache() {
         other => panic!("expected a child error, got {other:?}"),
     }
 }
+
+/// A job holds its child to the plan: the NEVRAs the caller checked, and
+/// the time rpm stamps the headers with, given in the child's environment
+/// only.
+#[test]
+fn a_child_installs_the_plan_with_the_jobs_header_time() {
+    require_root();
+    let f = fixture();
+    let (root, cache) = f.scratch("child-plan");
+    let job = InstallJob::new(
+        DnfOptions::new(&root, &cache, "8"),
+        vec![f.base()],
+        DepsolveRequest::install(["greeting-data"]),
+    );
+    let err = run_in_child(
+        &child(),
+        &job.clone()
+            .expecting(["greeting-data-1.0-1.noarch".to_string()]),
+    )
+    .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            "resolved differently from the plan: installed [greeting-data-2.0-1.noarch], \
+             planned [greeting-data-1.0-1.noarch]"
+        ),
+        "{message}"
+    );
+    // The same job in this process, whose environment lacks the time,
+    // refuses to run.
+    let timed = job
+        .expecting(["greeting-data-2.0-1.noarch".to_string()])
+        .source_date_epoch(1_234_567_890);
+    assert!(timed.run().is_err());
+    let (root, _) = f.scratch("child-plan-2");
+    let mut timed = timed;
+    timed.options.install_root = root.clone();
+    run_in_child(&child(), &timed).unwrap();
+    let out = std::process::Command::new("rpm")
+        .arg("--root")
+        .arg(&root)
+        .args([
+            "--dbpath",
+            "/var/lib/rpm",
+            "-q",
+            "--qf",
+            "%{INSTALLTIME}",
+            "greeting-data",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1234567890");
+}
