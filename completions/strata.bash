@@ -22,6 +22,9 @@ _strata() {
             strata,__disk-worker)
                 cmd="strata__subcmd____disk__subcmd__worker"
                 ;;
+            strata,__install-worker)
+                cmd="strata__subcmd____install__subcmd__worker"
+                ;;
             strata,build)
                 cmd="strata__subcmd__build"
                 ;;
@@ -66,6 +69,9 @@ _strata() {
                 ;;
             strata__subcmd__help,__disk-worker)
                 cmd="strata__subcmd__help__subcmd____disk__subcmd__worker"
+                ;;
+            strata__subcmd__help,__install-worker)
+                cmd="strata__subcmd__help__subcmd____install__subcmd__worker"
                 ;;
             strata__subcmd__help,build)
                 cmd="strata__subcmd__help__subcmd__build"
@@ -137,7 +143,7 @@ _strata() {
 
     case "${cmd}" in
         strata)
-            opts="-v -q -h -V --verbose --quiet --log-format --help --version fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help"
+            opts="-v -q -h -V --verbose --quiet --log-format --help --version fixture demo compose derive build disk node inspect diff push list prune __install-worker __derive-worker __disk-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -173,6 +179,24 @@ _strata() {
             return 0
             ;;
         strata__subcmd____disk__subcmd__worker)
+            opts="-v -q -h --verbose --quiet --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        strata__subcmd____install__subcmd__worker)
             opts="-v -q -h --verbose --quiet --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -453,7 +477,7 @@ _strata() {
             return 0
             ;;
         strata__subcmd__help)
-            opts="fixture demo compose derive build disk node inspect diff push list prune __derive-worker __disk-worker help"
+            opts="fixture demo compose derive build disk node inspect diff push list prune __install-worker __derive-worker __disk-worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,6 +505,20 @@ _strata() {
             return 0
             ;;
         strata__subcmd__help__subcmd____disk__subcmd__worker)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        strata__subcmd__help__subcmd____install__subcmd__worker)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
