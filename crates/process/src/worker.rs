@@ -258,6 +258,27 @@ fn one_line_tail(s: &str) -> String {
         .join(" | ")
 }
 
+/// How a program that runs one stage for tests (the crates' `strata-compose`,
+/// `strata-derive-worker derive`, `strata-disk-worker build`) ends: the
+/// result as one line of JSON on stdout and success, or one `error:` line
+/// (the whole chain, `{e:#}`) and failure.
+pub fn print_result<T: Serialize, E: std::fmt::Display>(result: Result<T, E>) -> ExitCode {
+    match result.map(|r| serde_json::to_string(&r)) {
+        Ok(Ok(json)) => {
+            println!("{json}");
+            ExitCode::SUCCESS
+        }
+        Ok(Err(e)) => {
+            eprintln!("error: writing the result: {e}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The last `max` bytes of `s`, cut at a character boundary.
 pub fn tail(s: &str, max: usize) -> &str {
     let mut start = s.len().saturating_sub(max);

@@ -31,14 +31,5 @@ fn main() -> ExitCode {
                     .lockfile((lockfile != "-").then(|| PathBuf::from(lockfile))),
             )
         });
-    match result {
-        Ok(r) => {
-            println!("{}", serde_json::to_string(&r).expect("serialisable"));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    strata_process::worker::print_result(result)
 }

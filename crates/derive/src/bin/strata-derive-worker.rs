@@ -42,14 +42,5 @@ fn derive(args: &[OsString]) -> ExitCode {
         ])?);
         strata_derive::derive(&opts)
     })();
-    match result {
-        Ok(r) => {
-            println!("{}", serde_json::to_string(&r).expect("serialisable"));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    strata_process::worker::print_result(result)
 }

@@ -29,16 +29,7 @@ fn main() -> ExitCode {
             Command::new(exe),
         )
         .target_image(args.get(4).map(|t| t.to_string_lossy().into_owned()));
-        return match strata_disk::build(&opts) {
-            Ok(r) => {
-                println!("{}", serde_json::to_string(&r).expect("serialisable"));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
-        };
+        return strata_process::worker::print_result(strata_disk::build(&opts));
     }
     strata_disk::worker_main(args)
 }
