@@ -86,12 +86,12 @@ pub enum Error {
     /// The install resolved to other packages than the caller planned and
     /// checked (its repositories changed in between, say).
     #[error(
-        "the install resolved differently from the plan: installed [{}], planned [{}]",
-        installed.join(", "),
+        "the install resolved differently from the plan: resolved [{}], planned [{}]",
+        resolved.join(", "),
         planned.join(", ")
     )]
     Unplanned {
-        installed: Vec<String>,
+        resolved: Vec<String>,
         planned: Vec<String>,
     },
 

@@ -34,7 +34,8 @@ pub struct InstallJob {
     pub repos: Vec<RepoConfig>,
     pub request: DepsolveRequest,
     /// The NEVRAs the caller resolved and checked (its policy, its plan):
-    /// the install must install exactly these, or fail before it returns.
+    /// the install must resolve to exactly these, or fail before it
+    /// installs anything.
     /// Empty: whatever the request resolves to.
     #[serde(default)]
     pub expected: Vec<String>,
@@ -83,19 +84,23 @@ impl InstallJob {
             }
         }
         let mut dnf = Dnf::new(self.options.clone(), self.repos.clone())?;
-        let report = dnf.install(&self.request)?;
+        let resolved = dnf.depsolve(&self.request)?;
+        // Held to the plan before anything is downloaded or installed.
         if !self.expected.is_empty() {
-            let mut installed: Vec<String> =
-                report.packages.iter().map(|p| p.nevra.clone()).collect();
-            installed.sort_unstable();
-            if installed != self.expected {
+            let mut resolved_to: Vec<String> = resolved
+                .packages()
+                .iter()
+                .map(|p| p.nevra.clone())
+                .collect();
+            resolved_to.sort_unstable();
+            if resolved_to != self.expected {
                 return Err(Error::Unplanned {
-                    installed,
+                    resolved: resolved_to,
                     planned: self.expected.clone(),
                 });
             }
         }
-        Ok(report)
+        resolved.install()
     }
 }
 

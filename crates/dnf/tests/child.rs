@@ -117,11 +117,13 @@ fn a_child_installs_the_plan_with_the_jobs_header_time() {
     let message = err.to_string();
     assert!(
         message.contains(
-            "resolved differently from the plan: installed [greeting-data-2.0-1.noarch], \
+            "resolved differently from the plan: resolved [greeting-data-2.0-1.noarch], \
              planned [greeting-data-1.0-1.noarch]"
         ),
         "{message}"
     );
+    // Refused before the transaction: nothing was installed.
+    assert!(!root.join("var/lib/rpm").exists() || rpm_qa(&root).is_empty());
     // The same job in this process, whose environment lacks the time,
     // refuses to run.
     let timed = job

@@ -149,15 +149,17 @@ impl IdMap {
             ),
             IdMap::Identity { count } => format!(
                 "ids from {count} on are not mapped in this user namespace: start strata as \
-                 root, or as a user whose /etc/subuid and /etc/subgid ranges hold {TREE_IDS} ids"
+                 root, or as a user whose /etc/subuid and /etc/subgid ranges hold {} ids",
+                TREE_IDS - 1
             ),
         }
     }
 
     /// The `unshare` command that runs a program (appended by the caller)
-    /// in a fresh user and mount namespace with this map. Call
-    /// [`IdMap::map_child`] with the started child's pid: but for
-    /// [`IdMap::Own`], the child waits for its map.
+    /// in a fresh user and mount namespace with this map. For
+    /// [`IdMap::Identity`] and [`IdMap::Subordinate`] the child waits for
+    /// its map: call [`IdMap::map_child`] with its pid. For [`IdMap::Own`]
+    /// unshare writes the map itself.
     pub fn unshare(&self) -> Command {
         let mut cmd = Command::new("unshare");
         cmd.args(["--user", "--mount"]);
