@@ -2,7 +2,7 @@
 CARGO ?= cargo
 STRATA = target/release/strata
 
-.PHONY: deps build demo test test-first-run fuzz lint bench fixture install
+.PHONY: deps build demo test test-first-run fuzz lint bench fixture install image test-image
 
 deps:
 	./ci/install-deps
@@ -28,6 +28,20 @@ install: build
 test: deps
 	$(CARGO) test --workspace
 
+# strata's own OCI image, without a container engine (root): a Debian 12
+# userland made by mmdebstrap and the release binary, written by strata's
+# OCI code into target/image/oci (tag strata) and
+# target/image/strata.ociarchive (ci/build-image).
+image: deps
+	$(CARGO) build --release -p strata-cli -p strata-image
+	./ci/build-image
+
+# The image written twice to the same digest, and its strata running the
+# demo in a sandbox rooted at the unpacked image (root; ~10 minutes).
+test-image: deps
+	$(CARGO) build --release -p strata-cli -p strata-image
+	./ci/test-image
+
 # install-deps' first run, against fresh state (root; CI runs it).
 test-first-run:
 	./ci/test-first-run
@@ -41,6 +55,7 @@ fuzz: deps
 
 # Every shell script the project ships: ci/ and the fixture's programs.
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
+	ci/build-image ci/test-image \
 	manifests/node-layer/coreos-ignition-firstboot-complete \
 	manifests/demo/node-layer/coreos-ignition-firstboot-complete \
 	$(filter-out %.md %.service %.cil %/kernel-core-modules,$(wildcard crates/testdistro/files/*)) \

@@ -23,7 +23,9 @@ use std::io::BufWriter;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use oci_spec::image::{DescriptorBuilder, HistoryBuilder, ImageManifestBuilder, MediaType};
+use oci_spec::image::{
+    Descriptor, DescriptorBuilder, History, HistoryBuilder, ImageManifestBuilder, MediaType,
+};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -223,11 +225,11 @@ fn append(
     };
     let (tee, pending) = streamed.unzip();
     let written: Vec<Result<ocidir::Layer>> = if let [layer] = layers {
-        vec![write_dir_layer(&ocidir, layer, opts, tee)]
+        vec![write_dir_layer(&ocidir, layer, opts.into(), tee)]
     } else {
         layers
             .par_iter()
-            .map(|l| write_dir_layer(&ocidir, l, opts, None))
+            .map(|l| write_dir_layer(&ocidir, l, opts.into(), None))
             .collect()
     };
 
@@ -235,44 +237,16 @@ fn append(
     let mut config = base.config.clone();
     let mut infos = Vec::new();
     for (l, w) in layers.iter().zip(written) {
-        let w = w?;
-        let mut annotations = HashMap::new();
-        let mut components = l.components.clone();
-        components.sort();
-        components.dedup();
-        annotations.insert(COMPONENTS_ANNOTATION.to_string(), components.join(","));
-        if !l.packages.is_empty() {
-            let mut p = l.packages.clone();
-            p.sort();
-            annotations.insert(
-                PACKAGES_ANNOTATION.to_string(),
-                serde_json::to_string(&p).context_with(|| "serializing packages".into())?,
-            );
-        }
-        let desc = DescriptorBuilder::default()
-            .media_type(w.media_type.clone())
-            .digest(w.blob.sha256().clone())
-            .size(w.blob.size())
-            .annotations(annotations)
-            .build()
-            .map_err(oci_err)?;
-        let diff_id = format!("sha256:{}", w.uncompressed_sha256.digest());
-        config.rootfs_mut().diff_ids_mut().push(diff_id.clone());
-        let mut h = HistoryBuilder::default().created_by(l.description.clone());
-        if let Some(c) = &created {
-            h = h.created(c.clone());
-        }
+        let (desc, info) = layer_entry(l, w?)?;
+        config
+            .rootfs_mut()
+            .diff_ids_mut()
+            .push(info.diff_id.clone());
         config
             .history_mut()
             .get_or_insert_with(Vec::new)
-            .push(h.build().map_err(oci_err)?);
-        infos.push(LayerInfo {
-            digest: desc.digest().to_string(),
-            size: desc.size(),
-            diff_id,
-            components,
-            description: l.description.clone(),
-        });
+            .push(history(l, created.as_deref())?);
+        infos.push(info);
         manifest_layers.push(desc);
     }
     config.set_created(created);
@@ -311,6 +285,48 @@ fn append(
     ))
 }
 
+/// A written layer's manifest descriptor (annotated with its components
+/// and packages) and what the caller reports of it.
+pub(crate) fn layer_entry(l: &DerivedLayer, w: ocidir::Layer) -> Result<(Descriptor, LayerInfo)> {
+    let mut annotations = HashMap::new();
+    let mut components = l.components.clone();
+    components.sort();
+    components.dedup();
+    annotations.insert(COMPONENTS_ANNOTATION.to_string(), components.join(","));
+    if !l.packages.is_empty() {
+        let mut p = l.packages.clone();
+        p.sort();
+        annotations.insert(
+            PACKAGES_ANNOTATION.to_string(),
+            serde_json::to_string(&p).context_with(|| "serializing packages".into())?,
+        );
+    }
+    let desc = DescriptorBuilder::default()
+        .media_type(w.media_type.clone())
+        .digest(w.blob.sha256().clone())
+        .size(w.blob.size())
+        .annotations(annotations)
+        .build()
+        .map_err(oci_err)?;
+    let info = LayerInfo {
+        digest: desc.digest().to_string(),
+        size: desc.size(),
+        diff_id: format!("sha256:{}", w.uncompressed_sha256.digest()),
+        components,
+        description: l.description.clone(),
+    };
+    Ok((desc, info))
+}
+
+/// The config's history entry of a layer.
+pub(crate) fn history(l: &DerivedLayer, created: Option<&str>) -> Result<History> {
+    let mut h = HistoryBuilder::default().created_by(l.description.clone());
+    if let Some(c) = created {
+        h = h.created(c.to_string());
+    }
+    h.build().map_err(oci_err)
+}
+
 /// The layer writer, also sending a copy of every byte to `copy` (until
 /// its reader is gone).
 struct Tee<W> {
@@ -319,7 +335,7 @@ struct Tee<W> {
 }
 
 /// Where a copy of a layer's tar stream goes ([`ReadAhead::from_channel`]).
-type TarCopy = std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>;
+pub(crate) type TarCopy = std::sync::mpsc::SyncSender<std::io::Result<Vec<u8>>>;
 
 impl<W: std::io::Write> std::io::Write for Tee<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -337,15 +353,37 @@ impl<W: std::io::Write> std::io::Write for Tee<W> {
     }
 }
 
+/// How a directory becomes a layer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LayerWriting {
+    pub compression: Compression,
+    /// Upper bound of mtimes (SOURCE_DATE_EPOCH).
+    pub clamp: Option<u64>,
+    /// Whether `usr/etc` is written as `etc`: the container view of an
+    /// ostree tree, which derived layers are changes to. A plain image's
+    /// paths are written as they are.
+    pub container_view: bool,
+}
+
+impl From<&DeriveOptions> for LayerWriting {
+    fn from(opts: &DeriveOptions) -> Self {
+        Self {
+            compression: opts.compression,
+            clamp: opts.source_date_epoch,
+            container_view: true,
+        }
+    }
+}
+
 /// Writes `layer` into the layout; a copy of its tar stream goes to
 /// `copy`, ended by an empty chunk once the tar is complete.
-fn write_dir_layer(
+pub(crate) fn write_dir_layer(
     ocidir: &ocidir::OciDir,
     layer: &DerivedLayer,
-    opts: &DeriveOptions,
+    how: LayerWriting,
     copy: Option<TarCopy>,
 ) -> Result<ocidir::Layer> {
-    let c = opts.compression;
+    let c = how.compression;
     let lw = ocidir
         .create_custom_layer(|bw| Encoder::new(c, bw), c.media_type())
         .map_err(|source| Error::Layout {
@@ -356,7 +394,8 @@ fn write_dir_layer(
     let mut t = TarWriter::new(BufWriter::with_capacity(256 * 1024, tee), 0);
     let mut w = DirWalker {
         root: &layer.dir,
-        clamp: opts.source_date_epoch,
+        clamp: how.clamp,
+        container_view: how.container_view,
         links: HashMap::new(),
     };
     w.dir(&mut t, &layer.dir, "")?;
@@ -381,6 +420,7 @@ fn write_dir_layer(
 struct DirWalker<'a> {
     root: &'a Path,
     clamp: Option<u64>,
+    container_view: bool,
     /// (dev, ino) of multiply-linked files → their first tar path.
     links: HashMap<(u64, u64), String>,
 }
@@ -434,7 +474,11 @@ impl DirWalker<'_> {
             } else {
                 format!("{rel}/{name}")
             };
-            let tname = tar_name(&child);
+            let tname = if self.container_view {
+                tar_name(&child)
+            } else {
+                child.clone()
+            };
             let m = fs::symlink_metadata(&path).context_with(|| ctx(&path))?;
             let ft = m.file_type();
             let err = |source| Error::Io {
@@ -479,7 +523,7 @@ impl DirWalker<'_> {
                     .map_err(err)?;
             } else {
                 return Err(Error::InvalidOption(format!(
-                    "{}: sockets, FIFOs and device nodes cannot be stored in ostree",
+                    "{}: sockets, FIFOs and device nodes are not written into layers",
                     path.display()
                 )));
             }

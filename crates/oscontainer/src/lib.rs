@@ -15,6 +15,9 @@
 //!   labels, parallel compression.
 //! - [`derived`]: base image + plain layers from directories of changes
 //!   (overlayfs upper dirs), whiteouts included.
+//! - [`plain`]: a plain container image (no base, no ostree) from
+//!   directories, with entrypoint, environment and labels: strata's own
+//!   image.
 //! - [`import`](mod@import): image → commit, including derived (non-ostree) layers with OCI
 //!   whiteouts; refuses corrupt or hostile input. The flow and API live in
 //!   `import`; its private submodules are `objects` (ostree layers' tar
@@ -54,6 +57,7 @@ pub mod inspect;
 pub mod labels;
 mod layer_stream;
 mod layout;
+pub mod plain;
 mod tarball;
 pub mod transport;
 
@@ -75,6 +79,7 @@ pub use layout::{
     check_present, list_tags, prune, prune_abandoned, remove_tag, stored_size, verify, PendingTag,
     Pruned, TaggedImage, TAG_ANNOTATION,
 };
+pub use plain::{write_image, ImageOptions, PlainImage};
 pub use transport::{
     pull, push, push_unless_present, remote_digest, ImageRef, Pushed, TransportOptions,
 };
