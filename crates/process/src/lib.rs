@@ -89,6 +89,14 @@ pub enum Error {
     /// An ordinary user lacks what a user namespace for the work needs.
     #[error("{what} as an ordinary user needs a user namespace holding the image's ids: {advice}")]
     Unprivileged { what: String, advice: String },
+    /// no_new_privs is set on this process: the root of a user namespace
+    /// made for the work would get no capabilities ([`userns::refuse_no_new_privs`]).
+    #[error(
+        "{what} in a user namespace would start without capabilities: no_new_privs is set on \
+         this process (bubblewrap sets it, as do `--security-opt no-new-privileges` and \
+         Kubernetes' allowPrivilegeEscalation: false); run strata without it"
+    )]
+    NoNewPrivs { what: String },
 }
 
 fn stderr_suffix(stderr: &str) -> String {

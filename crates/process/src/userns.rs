@@ -363,6 +363,9 @@ pub fn become_root(what: &str) -> Result<(), Error> {
             })
         }
     };
+    if matches!(map, IdMap::Subordinate { .. }) {
+        refuse_no_new_privs(what)?;
+    }
     crate::require("unshare")?;
     let exe = std::env::current_exe().map_err(|source| Error::Spawn {
         command: "/proc/self/exe".to_string(),
@@ -382,6 +385,31 @@ pub fn become_root(what: &str) -> Result<(), Error> {
         command: crate::display(&cmd),
         source,
     })
+}
+
+/// Refuses `what` when no_new_privs is set on this process. A namespace's
+/// root gets its capabilities when it executes a program as uid 0; strata's
+/// namespaces are entered unmapped (by `unshare`, then a shell waiting for
+/// the map, see [`IdMap::unshare`]), which drops them, and with
+/// no_new_privs the later exec as root cannot get them back: every mount
+/// and chown in the namespace would fail with "permission denied".
+/// [`IdMap::Own`] needs no check (unshare maps root before it executes).
+pub fn refuse_no_new_privs(what: &str) -> Result<(), Error> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if no_new_privs(&status) {
+        return Err(Error::NoNewPrivs {
+            what: what.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether `/proc/self/status` text says no_new_privs is set.
+fn no_new_privs(status: &str) -> bool {
+    status
+        .lines()
+        .filter_map(|l| l.strip_prefix("NoNewPrivs:"))
+        .any(|v| v.trim() == "1")
 }
 
 /// Whether this process is in the host's user namespace (its uid map is
@@ -491,6 +519,18 @@ fn subordinate_ids(table: &str, name: Option<&str>, id: u32) -> Vec<SubIds> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_new_privs_from_status() {
+        for (status, want) in [
+            ("Name:\tsh\nNoNewPrivs:\t1\nSeccomp:\t0\n", true),
+            ("Name:\tsh\nNoNewPrivs:\t0\n", false),
+            // Kernels before 4.10 do not say.
+            ("Name:\tsh\n", false),
+        ] {
+            assert_eq!(no_new_privs(status), want, "{status:?}");
+        }
+    }
 
     #[test]
     fn subordinate_ranges_by_name_or_id() {

@@ -153,6 +153,9 @@ pub fn run<J: Serialize, T: DeserializeOwned>(
             c
         }
         Isolation::User(map) => {
+            if !matches!(map, IdMap::Own) {
+                crate::userns::refuse_no_new_privs("a worker")?;
+            }
             crate::require("unshare")?;
             let mut c = map.unshare();
             c.arg(&worker.program);
