@@ -1,6 +1,7 @@
 //! Plain images (no base, no ostree) from directories: the same bytes from
 //! the same directories, paths as they are, mtimes clamped, and the
-//! config a runtime starts the image with, read back by skopeo and umoci.
+//! config a runtime starts the image with, read back by skopeo and umoci;
+//! the archive copied by skopeo.
 
 mod common;
 
@@ -97,7 +98,7 @@ fn same_directories_give_the_same_image() {
 }
 
 #[test]
-fn skopeo_and_umoci_read_the_config() {
+fn skopeo_and_umoci_read_the_image_and_its_archive() {
     let tmp = tempfile::tempdir().unwrap();
     let (userland, program) = dirs(tmp.path());
     let oci = tmp.path().join("oci");
@@ -105,7 +106,33 @@ fn skopeo_and_umoci_read_the_config() {
         DerivedLayer::new(&userland, "userland"),
         DerivedLayer::new(&program, "tool"),
     ];
-    write_image(&oci, "t", &layers, &options()).unwrap();
+    let written = write_image(&oci, "t", &layers, &options()).unwrap();
+    let digest = run(Command::new("skopeo")
+        .args(["inspect", "--format", "{{.Digest}}"])
+        .arg(format!("oci:{}:t", oci.display())));
+    assert_eq!(digest.trim(), written.manifest_digest);
+
+    // skopeo copies the archive, checking every blob against its digest,
+    // and keeps the manifest's bytes.
+    let archive = tmp.path().join("t.ociarchive");
+    write_oci_archive(&ImageRef::oci(&oci, "t"), &archive, EPOCH).unwrap();
+    let copy = tmp.path().join("copy");
+    run(Command::new("skopeo")
+        .args(["copy", "-q"])
+        .arg(format!("oci-archive:{}", archive.display()))
+        .arg(format!("dir:{}", copy.display())));
+    let copied = run(Command::new("skopeo")
+        .arg("manifest-digest")
+        .arg(copy.join("manifest.json")));
+    assert_eq!(copied.trim(), written.manifest_digest);
+    for layer in &written.layers {
+        let hex = layer.digest.strip_prefix("sha256:").unwrap();
+        assert_eq!(
+            fs::read(copy.join(hex)).unwrap(),
+            fs::read(oci.join("blobs/sha256").join(hex)).unwrap()
+        );
+    }
+
     let config: serde_json::Value = serde_json::from_str(&run(Command::new("skopeo")
         .args(["inspect", "--config"])
         .arg(format!("oci:{}:t", oci.display()))))
@@ -125,7 +152,10 @@ fn skopeo_and_umoci_read_the_config() {
         .arg(format!("{}:t", oci.display()))
         .arg(&bundle));
     let rootfs = bundle.join("rootfs");
-    assert_eq!(fs::read(rootfs.join("usr/bin/tool")).unwrap(), b"\x7fELF tool");
+    assert_eq!(
+        fs::read(rootfs.join("usr/bin/tool")).unwrap(),
+        b"\x7fELF tool"
+    );
     assert_eq!(
         fs::read(rootfs.join("usr/etc/kept")).unwrap(),
         b"not moved\n"
@@ -146,7 +176,10 @@ fn fifos_and_missing_directories_are_refused() {
         &options(),
     )
     .unwrap_err();
-    assert!(missing.to_string().contains("is not a directory"), "{missing}");
+    assert!(
+        missing.to_string().contains("is not a directory"),
+        "{missing}"
+    );
     run(Command::new("mkfifo").arg(userland.join("etc/fifo")));
     let fifo = write_image(
         &tmp.path().join("oci"),
