@@ -36,8 +36,9 @@ image: deps
 	$(CARGO) build --release -p strata-cli -p strata-image
 	./ci/build-image
 
-# The image written twice to the same digest, and its strata running the
-# demo in a sandbox rooted at the unpacked image (root; ~10 minutes).
+# The image built twice to the same bytes, read by skopeo, and its strata
+# running the demo in a sandbox rooted at the unpacked image (ci/sandbox;
+# root; about 7 minutes).
 test-image: deps
 	$(CARGO) build --release -p strata-cli -p strata-image
 	./ci/test-image
@@ -55,7 +56,7 @@ fuzz: deps
 
 # Every shell script the project ships: ci/ and the fixture's programs.
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
-	ci/build-image ci/test-image \
+	ci/build-image ci/test-image ci/sandbox \
 	manifests/node-layer/coreos-ignition-firstboot-complete \
 	manifests/demo/node-layer/coreos-ignition-firstboot-complete \
 	$(filter-out %.md %.service %.cil %/kernel-core-modules,$(wildcard crates/testdistro/files/*)) \
