@@ -31,10 +31,10 @@ test: deps
 # strata's own OCI image, without a container engine (root): a Debian 12
 # userland made by mmdebstrap and the release binary, written by strata's
 # OCI code into target/image/oci (tag strata) and
-# target/image/strata.ociarchive (ci/build-image).
+# target/image/strata.ociarchive (crates/image).
 image: deps
 	$(CARGO) build --release -p strata-cli -p strata-image
-	./ci/build-image
+	target/release/strata-image
 
 # The image built twice to the same bytes, read by skopeo, and its strata
 # running the demo in a sandbox rooted at the unpacked image (ci/sandbox;
@@ -56,7 +56,7 @@ fuzz: deps
 
 # Every shell script the project ships: ci/ and the fixture's programs.
 SHELL_SCRIPTS = .ci/run ci/install-deps ci/test-first-run \
-	ci/build-image ci/test-image ci/sandbox \
+	ci/test-image ci/sandbox \
 	manifests/node-layer/coreos-ignition-firstboot-complete \
 	manifests/demo/node-layer/coreos-ignition-firstboot-complete \
 	$(filter-out %.md %.service %.cil %/kernel-core-modules,$(wildcard crates/testdistro/files/*)) \

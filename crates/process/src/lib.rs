@@ -60,6 +60,8 @@ const TOOL_PACKAGES: &[(&str, &str)] = &[
     ("depmod", "kmod"),
     ("modinfo", "kmod"),
     ("dpkg-deb", "dpkg"),
+    ("mmdebstrap", "mmdebstrap"),
+    ("objcopy", "binutils"),
     ("cc", "build-essential"),
     ("bwrap", "bubblewrap"),
     ("cpio", "cpio"),
