@@ -9,7 +9,8 @@
 //! removal. Each child gets a fresh namespace with the same [`IdMap`], so
 //! all of them see the same owners. As root the map is the identity, so
 //! only the deployment (which must never run in the initial namespace)
-//! needs a child.
+//! needs a child; as root of a pod's user namespace that child needs only
+//! a mount namespace of its own.
 //!
 //! The child is the caller's worker command (its own executable with a
 //! hidden subcommand, or this crate's test worker) with two files appended:
@@ -88,7 +89,17 @@ impl Namespace<'_> {
                 worker.envs.push((k.into(), v.into()));
             }
         }
-        let isolation = Isolation::User(self.map.clone());
+        // Already in a user namespace someone else made (a pod's, with
+        // hostUsers: false) as its root: a mount namespace is enough, and
+        // needs no new user namespace, whose root would get no
+        // capabilities under no_new_privs (allowPrivilegeEscalation:
+        // false) — a deployment needs only to be outside the host's.
+        let isolation = match self.map {
+            IdMap::Identity { .. } if !strata_process::userns::in_initial_namespace() => {
+                Isolation::Mount
+            }
+            _ => Isolation::User(self.map.clone()),
+        };
         match strata_process::worker::run(&worker, &isolation, self.scratch, job) {
             Ok(value) => Ok(value),
             Err(JobError::Failed(message)) if message.contains("chown") => bail!(

@@ -495,6 +495,46 @@ fn non_root_rebuild_is_byte_identical() {
     assert_eq!(r["ostree_commit"], built().ostree_commit.as_str());
 }
 
+/// Root of a user namespace someone else made (a pod with hostUsers:
+/// false) under no_new_privs (allowPrivilegeEscalation: false), as the
+/// Tekton disk task runs: the deployment's child gets a mount namespace,
+/// not a user namespace whose root would start without capabilities, and
+/// the disk is byte-identical to the host root's. The test stands in the
+/// pod: a namespace mapping ids 0..65536 onto themselves. Needs root.
+#[test]
+fn a_pod_root_under_no_new_privs_builds_the_same_disk() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test needs root: it maps the pod's namespace"
+    );
+    let first = artifact("metal").sha256.clone();
+    let (w, _, tag) = workdir();
+    let w2 = fresh_workdir("work-pod", 0);
+    let image = format!("oci:{}:{tag}", w.join("oci").display());
+    let pod = strata_process::userns::IdMap::Identity { count: 65536 };
+    let mut cmd = pod.unshare();
+    cmd.args(["setpriv", "--no-new-privs", "--"])
+        .arg(env!("CARGO_BIN_EXE_strata-disk-worker"))
+        .arg("build")
+        .arg(&w2)
+        .arg(&image)
+        .arg("metal")
+        .arg(TARGET)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    pod.map_child(child.id()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        r["artifacts"][0]["sha256"],
+        first.as_str(),
+        "same commit, same bytes"
+    );
+}
+
 /// RHEL gives some /usr content to system users (polkit's rules.d belongs
 /// to polkitd): a build as root deploys it and the root filesystem keeps
 /// the owner; so does a build as an ordinary user with subordinate ids,
