@@ -263,6 +263,8 @@ impl Build<'_> {
         let history = ChangeHistory::load(&c.opts.workdir, &c.stream)?;
         enc.content = Some(content_map(&c.root.join("usr/share/rpm"), kver, &history)?);
         enc.prior = prior_map;
+        // Chunks unchanged since an earlier build keep their blobs.
+        enc.layer_cache = Some(wd.layer_cache());
         // Tagged only once the build is recorded.
         enc.defer_tag = true;
         let image = strata_oscontainer::encapsulate(&wd.repo(), checksum, &wd.oci(), tag, &enc)

@@ -36,10 +36,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use oci_spec::image::{
-    ConfigBuilder, DescriptorBuilder, HistoryBuilder, ImageConfiguration, ImageManifestBuilder,
-    MediaType, Platform, RootFsBuilder,
+    ConfigBuilder, DescriptorBuilder, Digest, HistoryBuilder, ImageConfiguration,
+    ImageManifestBuilder, MediaType, Platform, RootFsBuilder,
 };
 use ostree::gio;
 use ostree::prelude::*;
@@ -51,6 +52,7 @@ use crate::chunking::{self, Component, LayerMap, COMPONENTS_ANNOTATION};
 use crate::commit::{self, CommitTree, ContentObject, ObjectKind};
 use crate::compress::{Compression, Encoder};
 use crate::error::{Context, Error, Result};
+use crate::layer_cache::{LayerCache, WrittenLayer};
 use crate::layout::{write_manifest, Layout, PendingTag};
 use crate::tarball::{Meta, TarWriter};
 
@@ -192,6 +194,10 @@ pub struct EncapsulateOptions {
     /// Write the image without tagging it: [`Encapsulated::pending_tag`]
     /// tags it, once the caller has recorded the build.
     pub defer_tag: bool,
+    /// A directory recording the chunk layers written into this layout
+    /// (see [`crate::layer_cache`]): a chunk whose content was written
+    /// before is not written again, its blob is reused.
+    pub layer_cache: Option<PathBuf>,
 }
 
 /// One layer of a written image.
@@ -226,6 +232,9 @@ pub struct Encapsulated {
     pub layers: Vec<LayerInfo>,
     /// The layer map to keep for the next build.
     pub layer_map: LayerMap,
+    /// How many chunk layers [`EncapsulateOptions::layer_cache`] gave (not
+    /// written again).
+    pub reused_layers: usize,
     /// With [`EncapsulateOptions::defer_tag`]: what tags the image.
     #[serde(skip)]
     pub pending_tag: Option<PendingTag>,
@@ -346,10 +355,29 @@ pub fn encapsulate(
         format!("compressing {} layers", jobs.len()),
         jobs.iter().map(size_of).sum(),
     ));
-    let written: Vec<Result<ocidir::Layer>> = jobs
+    let cache = opts
+        .layer_cache
+        .as_deref()
+        .map(|dir| LayerCache::new(dir, oci));
+    let reused = std::sync::atomic::AtomicUsize::new(0);
+    let written: Vec<Result<WrittenLayer>> = jobs
         .par_iter()
         .map(|job| {
-            let layer = write_layer(&ocidir, &repo_path, &tree, job, opts.compression);
+            let write = || write_layer(&ocidir, &repo_path, &tree, job, opts.compression);
+            let cached = cache
+                .as_ref()
+                .filter(|_| job.kind == JobKind::Chunk)
+                .map(|c| (c, LayerCache::key(&tree, &job.objects, opts.compression)));
+            let layer = match cached {
+                Some((c, key)) => match c.get(&key) {
+                    Some(hit) => {
+                        reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        Ok(hit)
+                    }
+                    None => write().and_then(|l| c.put(&key, &l).map(|()| l)),
+                },
+                None => write(),
+            };
             meter
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -358,6 +386,10 @@ pub fn encapsulate(
         })
         .collect();
     drop(meter);
+    let reused_layers = reused.into_inner();
+    if cache.is_some() {
+        tracing::debug!("{reused_layers} of {} chunk layers reused", jobs.len() - 1);
+    }
     let mut layers = Vec::with_capacity(written.len());
     for w in written {
         layers.push(w?);
@@ -368,7 +400,7 @@ pub fn encapsulate(
         "sha256:{}",
         layers
             .last()
-            .map(|l| l.uncompressed_sha256.digest().to_string())
+            .map(|l| l.diff_id.trim_start_matches("sha256:").to_string())
             .unwrap_or_default()
     );
     let mut labels: BTreeMap<String, String> = BTreeMap::new();
@@ -403,6 +435,7 @@ pub fn encapsulate(
         version: labels.get(LABEL_VERSION).cloned(),
         layers: out.2,
         layer_map,
+        reused_layers,
         pending_tag: out.3,
     })
 }
@@ -449,7 +482,7 @@ pub(crate) fn write_image<'j, 't: 'j>(
     tag: &str,
     created: &str,
     labels: &BTreeMap<String, String>,
-    layers: impl Iterator<Item = (&'j Job<'t>, ocidir::Layer)>,
+    layers: impl Iterator<Item = (&'j Job<'t>, WrittenLayer)>,
     defer_tag: bool,
 ) -> Result<(String, String, Vec<LayerInfo>, Option<PendingTag>)> {
     let mut descriptors = Vec::new();
@@ -458,9 +491,9 @@ pub(crate) fn write_image<'j, 't: 'j>(
     let mut infos = Vec::new();
     for (job, layer) in layers {
         let mut d = DescriptorBuilder::default()
-            .media_type(layer.media_type.clone())
-            .digest(layer.blob.sha256().clone())
-            .size(layer.blob.size());
+            .media_type(MediaType::from(layer.media_type.as_str()))
+            .digest(Digest::from_str(&layer.digest).map_err(oci_err)?)
+            .size(layer.size);
         if job.kind == JobKind::Chunk {
             d = d.annotations(HashMap::from([(
                 COMPONENTS_ANNOTATION.to_string(),
@@ -474,7 +507,7 @@ pub(crate) fn write_image<'j, 't: 'j>(
             )]));
         }
         let desc = d.build().map_err(oci_err)?;
-        let diff_id = format!("sha256:{}", layer.uncompressed_sha256.digest());
+        let diff_id = layer.diff_id;
         history.push(
             HistoryBuilder::default()
                 .created(created.to_string())
@@ -546,7 +579,7 @@ fn write_layer(
     tree: &CommitTree,
     job: &Job,
     compression: Compression,
-) -> Result<ocidir::Layer> {
+) -> Result<WrittenLayer> {
     let what = match job.kind {
         JobKind::Commit => "commit layer".to_string(),
         JobKind::Chunk => format!("layer for {}", job.description),
@@ -577,9 +610,15 @@ fn write_layer(
         .map_err(io)?
         .into_inner()
         .map_err(|e| io(e.into_error()))?;
-    lw.complete().map_err(|source| Error::Layout {
+    let layer = lw.complete().map_err(|source| Error::Layout {
         path: PathBuf::from("(layer)"),
         source,
+    })?;
+    Ok(WrittenLayer {
+        digest: format!("sha256:{}", layer.blob.sha256().digest()),
+        size: layer.blob.size(),
+        diff_id: format!("sha256:{}", layer.uncompressed_sha256.digest()),
+        media_type: layer.media_type.to_string(),
     })
 }
 

@@ -55,6 +55,7 @@ mod error;
 pub mod import;
 pub mod inspect;
 pub mod labels;
+mod layer_cache;
 mod layer_stream;
 mod layout;
 pub mod plain;
@@ -74,6 +75,7 @@ pub use error::{Error, Result};
 pub use import::{import, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
 pub use labels::{CommitId, KernelVersion, OcpVersion, OsName, Version};
+pub use layer_cache::forget_pruned;
 pub use layer_stream::DEFAULT_MAX_EXPANSION;
 pub use layout::{
     check_present, list_tags, prune, prune_abandoned, remove_tag, stored_size, verify, PendingTag,

@@ -80,6 +80,62 @@ fn update_changes_only_the_layers_of_changed_components() {
     assert_eq!(names, ["glibc", "pkg-b"]);
 }
 
+/// With a layer cache, an update writes only the chunk layers whose
+/// content changed and reuses the others' blobs, and the image is the one
+/// a cold encapsulation (no cache, another layout) writes, byte for byte.
+/// A cached layer whose blob was pruned is written again.
+#[test]
+fn an_update_reuses_unchanged_chunk_layers_and_gives_the_cold_bytes() {
+    let fx = Fixture::new();
+    let (oci, cache) = (fx.path("oci"), fx.path("layer-cache"));
+    let opts = |extra: bool, prior: Option<LayerMap>, cached: bool| {
+        let mut o = EncapsulateOptions::default();
+        o.content = Some(content_map(extra));
+        o.max_layers = Some(6);
+        o.prior = prior;
+        o.layer_cache = cached.then(|| cache.clone());
+        o
+    };
+    let v1 = encapsulate(&fx.repo, "base", &oci, "v1", &opts(false, None, true)).unwrap();
+    assert_eq!(v1.reused_layers, 0);
+    let again = encapsulate(&fx.repo, "base", &oci, "again", &opts(false, None, true)).unwrap();
+    assert_eq!(again.reused_layers, v1.layers.len() - 1, "every chunk");
+    assert_eq!(again.manifest_digest, v1.manifest_digest);
+
+    fx.update(true);
+    let prior = || Some(LayerMap::from_json(&v1.layer_map.to_json()).unwrap());
+    let v2 = encapsulate(&fx.repo, "update", &oci, "v2", &opts(true, prior(), true)).unwrap();
+    let old: BTreeSet<&str> = v1.layers.iter().map(|l| l.digest.as_str()).collect();
+    let kept = v2.layers[1..]
+        .iter()
+        .filter(|l| old.contains(l.digest.as_str()))
+        .count();
+    assert!(kept > 0 && kept < v2.layers.len() - 1, "{:#?}", v2.layers);
+    assert_eq!(v2.reused_layers, kept, "exactly the unchanged chunks");
+    let cold_oci = fx.path("cold/oci");
+    let cold = encapsulate(
+        &fx.repo,
+        "update",
+        &cold_oci,
+        "v2",
+        &opts(true, prior(), false),
+    )
+    .unwrap();
+    assert_eq!(cold.reused_layers, 0);
+    assert_eq!(v2.manifest_digest, cold.manifest_digest);
+
+    // A pruned blob: the entry is a miss, the layer is written again.
+    let gone = &v2.layers[1].digest;
+    let blob = oci
+        .join("blobs/sha256")
+        .join(gone.trim_start_matches("sha256:"));
+    std::fs::remove_file(&blob).unwrap();
+    let v3 = encapsulate(&fx.repo, "update", &oci, "v3", &opts(true, prior(), true)).unwrap();
+    assert_eq!(v3.reused_layers, v2.layers.len() - 2);
+    assert_eq!(v3.manifest_digest, v2.manifest_digest);
+    assert!(blob.is_file());
+}
+
 /// One snapshot of the fixture's RHEL repos as a composed tree would hold
 /// it: every package installed with rpm (rpmdb in /usr/share/rpm), a
 /// generated initramfs, os-release rewritten as compose does.

@@ -190,6 +190,7 @@ pub fn prune(root: &Path, keep: usize, dry_run: bool) -> Result<PruneResult> {
     result.files_bytes += remove_strays(&wd)?;
     // 3. Blobs no tag uses, objects no ref or kept build reaches.
     let blobs = strata_oscontainer::prune(&wd.oci())?;
+    strata_oscontainer::forget_pruned(&wd.layer_cache(), &wd.oci())?;
     result.blobs = blobs.blobs;
     result.blob_bytes = blobs.bytes;
     let (objects, bytes) = prune_repo(&wd, &history, &kept)?;

@@ -153,6 +153,11 @@ impl Workdir {
     pub fn cache(&self) -> PathBuf {
         self.root.join("cache")
     }
+    /// The chunk layers already written into [`Workdir::oci`], by content
+    /// (see `strata_oscontainer::EncapsulateOptions::layer_cache`).
+    pub fn layer_cache(&self) -> PathBuf {
+        self.cache().join("layers")
+    }
     pub fn repo(&self) -> PathBuf {
         self.root.join("repo")
     }
