@@ -48,6 +48,7 @@ pub mod archive;
 mod artifact;
 pub mod chunking;
 mod commit;
+mod commit_tar;
 mod compress;
 pub mod derived;
 pub mod encapsulate;
