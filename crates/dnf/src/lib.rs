@@ -48,6 +48,8 @@
 //! - `dnf` — [`Dnf`] (context + process lock) and [`Resolved`]
 //!   (depsolve → download/verify → install).
 //! - `package` — [`Package`] and [`Checksum`], the owned results.
+//! - `transaction_output` — what a transaction prints, held for an error's
+//!   tail; failed scriptlets and full filesystems named.
 //! - [`job`] — running an install in a child process.
 //! - `error` — [`Error`], one variant per kind of failure.
 //! - `ffi` — the only module with `unsafe`: RAII handles over libdnf.
@@ -58,6 +60,7 @@ mod ffi;
 pub mod job;
 mod options;
 mod package;
+mod transaction_output;
 
 pub use crate::dnf::{Dnf, InstallReport, LocalRpmOptions, Resolved, Timings, CMDLINE_REPO};
 pub use crate::error::{Error, Result};
