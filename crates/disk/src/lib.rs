@@ -6,7 +6,9 @@
 //! `docker://…`) to a commit in `W/repo`, deploys it once into a sysroot in
 //! a staging directory, writes the aleph file, BLS title and GRUB files,
 //! then per platform partitions a plain file and writes the filesystems
-//! into it at their offsets. Everything that touches the sysroot runs in a
+//! into it at their offsets (the root filesystem, the same on every
+//! platform, is made once and its bytes copied into the other disks).
+//! Everything that touches the sysroot runs in a
 //! child process in a user namespace ([`userns`]). Results are renamed into
 //! the build's directory only when everything worked.
 //!
@@ -493,6 +495,12 @@ impl Build<'_> {
         std::fs::create_dir_all(&stage.out)?;
         std::thread::scope(|scope| -> Result<Vec<Artifact>> {
             let mut hashing = Vec::new();
+            // The first raw disk written, with its root partition: the
+            // root filesystem of every later disk whose root partition is
+            // the same is copied from it. A converted disk's raw stays
+            // until the last disk is written.
+            let mut first_root: Option<(PathBuf, layout::Part)> = None;
+            let mut converted_raws = Vec::new();
             for p in self.platforms {
                 let t = std::time::Instant::now();
                 let boot_p = stage.dir.join(format!("boot-{}", p.name));
@@ -506,6 +514,10 @@ impl Build<'_> {
                     &opts.uuids,
                 )?;
                 let converted = p.format.qemu_img_args();
+                let root_from = first_root
+                    .as_ref()
+                    .filter(|(_, part)| part == lay.root())
+                    .map(|(path, _)| path.as_path());
                 let prefix_hashed = raw::write_disk(
                     ns,
                     &raw,
@@ -518,6 +530,7 @@ impl Build<'_> {
                         core_img: &files.core_img,
                         uuids: &opts.uuids,
                         epoch: self.epoch,
+                        root_from,
                     },
                     converted.is_none(),
                 )?;
@@ -529,8 +542,11 @@ impl Build<'_> {
                     p.extension()
                 );
                 let dest = stage.out.join(&name);
-                match converted {
-                    None => std::fs::rename(&raw, &dest)?,
+                let kept = match converted {
+                    None => {
+                        std::fs::rename(&raw, &dest)?;
+                        dest.clone()
+                    }
                     Some(args) => {
                         strata_process::require("qemu-img")?;
                         strata_process::run(
@@ -540,8 +556,12 @@ impl Build<'_> {
                                 .arg(&raw)
                                 .arg(&dest),
                         )?;
-                        std::fs::remove_file(&raw)?;
+                        converted_raws.push(raw.clone());
+                        raw
                     }
+                };
+                if first_root.is_none() {
+                    first_root = Some((kept, lay.root().clone()));
                 }
                 tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
                 let hash = scope.spawn({
@@ -552,6 +572,10 @@ impl Build<'_> {
                     }
                 });
                 hashing.push((p, dest, hash));
+            }
+            for raw in converted_raws {
+                std::fs::remove_file(&raw)
+                    .with_context(|| format!("removing {}", raw.display()))?;
             }
             // The sysroot is no longer needed: removing thousands of files
             // waits on the filesystem's journal, so it overlaps the hashing.
