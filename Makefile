@@ -2,7 +2,7 @@
 CARGO ?= cargo
 STRATA = target/release/strata
 
-.PHONY: deps build demo test test-first-run fuzz lint bench fixture install image test-image
+.PHONY: deps build demo test test-cli test-crates test-first-run fuzz lint bench fixture install image test-image
 
 deps:
 	./ci/install-deps
@@ -25,8 +25,19 @@ install: build
 	install -D -m 0644 completions/_strata $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_strata
 	install -D -m 0644 completions/strata.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/strata.fish
 
+# The workspace's tests in two groups side by side: the CLI's end-to-end
+# tests, and every other crate's. Most tests wait on one single-threaded
+# program (librpm, dracut, qemu's TCG), so two at a time keep both cores
+# busy. Built once first; each group's output is printed when it ends.
 test: deps
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --no-run
+	$(MAKE) --no-print-directory -j2 --output-sync=line test-cli test-crates
+
+test-cli:
+	$(CARGO) test -p strata-cli
+
+test-crates:
+	$(CARGO) test --workspace --exclude strata-cli
 
 # strata's own OCI image, without a container engine (root): a Debian 12
 # userland made by mmdebstrap and the release binary, written by strata's
