@@ -39,10 +39,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use oci_spec::image::{
-    ConfigBuilder, DescriptorBuilder, Digest, HistoryBuilder, ImageConfiguration,
-    ImageManifestBuilder, MediaType, Platform, RootFsBuilder,
-};
+use oci_spec::image::{ConfigBuilder, DescriptorBuilder, Digest, HistoryBuilder, MediaType};
 use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
@@ -53,7 +50,7 @@ use crate::commit_tar::write_layer;
 use crate::compress::Compression;
 use crate::error::{Error, Result};
 use crate::layer_cache::{LayerCache, WrittenLayer};
-use crate::layout::{write_manifest, Layout, PendingTag};
+use crate::layout::{write_config_and_manifest, ImageDocs, Layout, PendingTag};
 
 use crate::labels::rfc3339;
 pub use crate::labels::{
@@ -505,40 +502,19 @@ pub(crate) fn write_image<'j, 't: 'j>(
         descriptors.push(desc);
     }
     let labels: HashMap<String, String> = labels.clone().into_iter().collect();
-    let platform = Platform::default();
-    let config = ImageConfiguration::default();
-    let mut config = config;
-    config.set_created(Some(created.to_string()));
-    config.set_architecture(platform.architecture().clone());
-    config.set_os(platform.os().clone());
-    config.set_config(Some(
-        ConfigBuilder::default()
+    let docs = ImageDocs {
+        created: created.to_string(),
+        run: ConfigBuilder::default()
             .labels(labels.clone())
             .build()
             .map_err(oci_err)?,
-    ));
-    config.set_rootfs(
-        RootFsBuilder::default()
-            .typ("layers")
-            .diff_ids(diff_ids)
-            .build()
-            .map_err(oci_err)?,
-    );
-    config.set_history(Some(history));
-    let layout_err = |source| Error::Layout {
-        path: oci.to_path_buf(),
-        source,
+        diff_ids,
+        history,
+        layers: descriptors,
+        annotations: labels,
     };
-    let config_desc = ocidir.write_config(config).map_err(layout_err)?;
-    let manifest = ImageManifestBuilder::default()
-        .schema_version(2u32)
-        .media_type(MediaType::ImageManifest)
-        .config(config_desc.clone())
-        .layers(descriptors)
-        .annotations(labels)
-        .build()
-        .map_err(oci_err)?;
-    let (desc, pending) = write_manifest(ocidir, oci, manifest, tag, defer_tag)?;
+    let (desc, config_desc, pending) =
+        write_config_and_manifest(ocidir, oci, tag, docs, defer_tag)?;
     Ok((
         desc.digest().to_string(),
         config_desc.digest().to_string(),

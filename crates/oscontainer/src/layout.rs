@@ -285,6 +285,63 @@ impl PendingTag {
     }
 }
 
+/// What an image's config and manifest say beyond its layers' blobs.
+pub(crate) struct ImageDocs {
+    /// RFC 3339: the config's `created`.
+    pub(crate) created: String,
+    /// What a runtime starts the image with, and its labels.
+    pub(crate) run: oci_spec::image::Config,
+    pub(crate) diff_ids: Vec<String>,
+    pub(crate) history: Vec<oci_spec::image::History>,
+    pub(crate) layers: Vec<Descriptor>,
+    /// The manifest's annotations.
+    pub(crate) annotations: std::collections::HashMap<String, String>,
+}
+
+/// Writes an image's config (amd64/linux) and manifest around layers
+/// already in the layout, as [`write_manifest`] does; returns the
+/// manifest's and the config's descriptors.
+pub(crate) fn write_config_and_manifest(
+    ocidir: &ocidir::OciDir,
+    oci: &Path,
+    tag: &str,
+    docs: ImageDocs,
+    defer: bool,
+) -> Result<(Descriptor, Descriptor, Option<PendingTag>)> {
+    use oci_spec::image::{ImageManifestBuilder, Platform, RootFsBuilder};
+    let oci_err = crate::encapsulate::oci_err;
+    let platform = Platform::default();
+    let mut config = ImageConfiguration::default();
+    config.set_created(Some(docs.created));
+    config.set_architecture(platform.architecture().clone());
+    config.set_os(platform.os().clone());
+    config.set_config(Some(docs.run));
+    config.set_rootfs(
+        RootFsBuilder::default()
+            .typ("layers")
+            .diff_ids(docs.diff_ids)
+            .build()
+            .map_err(oci_err)?,
+    );
+    config.set_history(Some(docs.history));
+    let config_desc = ocidir
+        .write_config(config)
+        .map_err(|source| Error::Layout {
+            path: oci.to_path_buf(),
+            source,
+        })?;
+    let manifest = ImageManifestBuilder::default()
+        .schema_version(2u32)
+        .media_type(MediaType::ImageManifest)
+        .config(config_desc.clone())
+        .layers(docs.layers)
+        .annotations(docs.annotations)
+        .build()
+        .map_err(oci_err)?;
+    let (desc, pending) = write_manifest(ocidir, oci, manifest, tag, defer)?;
+    Ok((desc, config_desc, pending))
+}
+
 /// Writes `manifest` into the layout as the image `tag`: tagged at once,
 /// or with `defer`, written as a blob only and tagged by the returned
 /// [`PendingTag`].

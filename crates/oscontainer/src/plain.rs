@@ -19,9 +19,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use oci_spec::image::{
-    ConfigBuilder, ImageConfiguration, ImageManifestBuilder, MediaType, Platform, RootFsBuilder,
-};
+use oci_spec::image::ConfigBuilder;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -30,7 +28,7 @@ use crate::derived::{history, layer_entry, write_dir_layer, DerivedLayer, LayerW
 use crate::encapsulate::{oci_err, LayerInfo};
 use crate::error::{Error, Result};
 use crate::labels::rfc3339;
-use crate::layout::{write_manifest, Layout};
+use crate::layout::{write_config_and_manifest, ImageDocs, Layout};
 
 /// What a plain image runs and how it is written.
 #[derive(Debug, Clone, Default)]
@@ -129,35 +127,15 @@ pub fn write_image(
     if let Some(dir) = &opts.working_dir {
         run = run.working_dir(dir.clone());
     }
-    let platform = Platform::default();
-    let mut config = ImageConfiguration::default();
-    config.set_created(Some(created));
-    config.set_architecture(platform.architecture().clone());
-    config.set_os(platform.os().clone());
-    config.set_config(Some(run.build().map_err(oci_err)?));
-    config.set_rootfs(
-        RootFsBuilder::default()
-            .typ("layers")
-            .diff_ids(diff_ids)
-            .build()
-            .map_err(oci_err)?,
-    );
-    config.set_history(Some(histories));
-
-    let layout_err = |source| Error::Layout {
-        path: oci.to_path_buf(),
-        source,
+    let docs = ImageDocs {
+        created,
+        run: run.build().map_err(oci_err)?,
+        diff_ids,
+        history: histories,
+        layers: descriptors,
+        annotations: labels,
     };
-    let config_desc = ocidir.write_config(config).map_err(layout_err)?;
-    let manifest = ImageManifestBuilder::default()
-        .schema_version(2u32)
-        .media_type(MediaType::ImageManifest)
-        .config(config_desc.clone())
-        .layers(descriptors)
-        .annotations(labels)
-        .build()
-        .map_err(oci_err)?;
-    let (desc, _) = write_manifest(&ocidir, oci, manifest, tag, false)?;
+    let (desc, config_desc, _) = write_config_and_manifest(&ocidir, oci, tag, docs, false)?;
     Ok(PlainImage {
         image: format!("oci:{}:{tag}", oci.display()),
         manifest_digest: desc.digest().to_string(),
