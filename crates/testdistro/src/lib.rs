@@ -133,6 +133,9 @@ const FORMAT: u32 = 1;
 const SOURCES: &[&[u8]] = &[
     include_bytes!("lib.rs"),
     include_bytes!("distro.rs"),
+    include_bytes!("distro/base.rs"),
+    include_bytes!("distro/boot.rs"),
+    include_bytes!("distro/node.rs"),
     include_bytes!("flavour.rs"),
     include_bytes!("grub.rs"),
     include_bytes!("kernel.rs"),
