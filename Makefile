@@ -2,7 +2,7 @@
 CARGO ?= cargo
 STRATA = target/release/strata
 
-.PHONY: deps build demo test test-cli test-crates test-first-run fuzz lint bench fixture install image test-image
+.PHONY: deps build demo test test-cli test-crates test-first-run fuzz lint bench bench-full fixture install image test-image
 
 deps:
 	./ci/install-deps
@@ -80,3 +80,10 @@ lint:
 
 bench: build
 	$(CARGO) run --release -p strata-bench --bin strata-bench
+
+# The bench on a fixture the size of a real RHCOS base (about 500
+# packages, 2.5 GB, 50,000 files; docs/fixture.md): every stage beside its
+# baseline, compose and disk at half and full size, one table at the end
+# (docs/bench.md). Long: tens of minutes, ~30 GB of scratch under target/.
+bench-full: build
+	$(CARGO) run --release -p strata-bench --bin strata-bench -- --scale rhcos

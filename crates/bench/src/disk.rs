@@ -6,28 +6,15 @@
 //! root at their offsets in a disk file of the same size, then removal of
 //! the scratch sysroot (strata removes its own too). The baseline
 //! installs no bootloader and writes no metadata: it is the floor of the
-//! work, not a complete disk. Run on a larger and a smaller commit, with
-//! strata's time per GB of content on each.
+//! work, not a complete disk. Then qemu, metal and metal4k in one `strata
+//! disk` against metal alone.
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
-use crate::{median, mib, ratio, row, secs, timed};
+use crate::measure::{self, Run};
 
 use anyhow::{Context, Result};
-
-/// The bench binary is its own deploy worker: `strata-bench __disk-worker JOB OUT`.
-pub const WORKER_ARG: &str = "__disk-worker";
-
-/// Serves a deploy job when the binary was started as the worker.
-pub fn serve_worker() -> Option<std::process::ExitCode> {
-    let args: Vec<_> = std::env::args_os().skip(1).collect();
-    match args.split_first() {
-        Some((first, rest)) if first == WORKER_ARG => Some(strata_disk::worker_main(rest.to_vec())),
-        _ => None,
-    }
-}
 
 const BASELINE: &str = r#"set -eu
 repo=$1 commit=$2 work=$3 disk=$4 size=$5
@@ -60,87 +47,30 @@ pub struct Subject<'a> {
     pub commit: &'a str,
 }
 
-/// Both sides on one commit.
-struct Measured {
-    strata: Duration,
-    baseline: Duration,
+/// Both sides on one commit, metal.
+pub struct Metal {
+    pub strata: Run,
+    pub baseline: Run,
     /// The sysroot's files (hard links once), as the baseline's `du`
     /// counted them before removing them.
-    content: u64,
-    raw: u64,
+    pub content: u64,
 }
 
-/// Runs both sides on `large` and on `small` (a commit with less content)
-/// and prints the section: the ratio on each, and strata's time per GB of
-/// content on each (equal when the cost is linear in the content).
-pub fn bench(large: &Subject, small: &Subject, dir: &Path) -> Result<()> {
-    // A copy of this executable: `cargo build` elsewhere may replace the
-    // file while a long bench runs, and the worker must still start.
-    let exe = dir.join("strata-bench-worker");
-    std::fs::copy("/proc/self/exe", &exe).context("copying the bench executable")?;
-    let l = measure(large, &exe, &dir.join("disk-large"))?;
-    let s = measure(small, &exe, &dir.join("disk-small"))?;
-
-    println!();
-    println!("disk image (metal) of a commit, strata against the baseline script");
-    for (what, m) in [("larger", &l), ("smaller", &s)] {
-        println!(
-            "  {what} commit: {:.0} MiB of files in the sysroot, raw disk {:.0} MiB",
-            mib(m.content),
-            mib(m.raw)
-        );
-        row(
-            &format!("  strata disk (deploy, GRUB, metadata), median of {ROUNDS}"),
-            secs(m.strata),
-            "s",
-        );
-        row(
-            &format!("  baseline: ostree admin deploy + sfdisk + mkfs, median of {ROUNDS}"),
-            secs(m.baseline),
-            "s",
-        );
-        ratio(
-            "  ratio baseline/strata (above 1: strata is faster)",
-            secs(m.baseline) / secs(m.strata),
-        );
-        row("  strata per GB of content", per_gb(m), "s/GB");
-    }
-    ratio(
-        "per-GB time, larger / smaller (1: linear in content)",
-        per_gb(&l) / per_gb(&s),
-    );
-    Ok(())
-}
-
-fn per_gb(m: &Measured) -> f64 {
-    secs(m.strata) / (m.content as f64 / 1e9)
-}
-
-/// Rounds per side: a disk build is mostly I/O, and one sample of either
-/// side moved the ratio by 0.3 on a shared machine; medians of interleaved
-/// rounds are compared.
-const ROUNDS: usize = 3;
-
-fn measure(subject: &Subject, exe: &Path, work: &Path) -> Result<Measured> {
+/// `rounds` interleaved rounds of each side on `subject` (medians): a disk
+/// build is mostly I/O, and one sample of either side moved the ratio by
+/// 0.3 on a shared machine.
+pub fn metal(subject: &Subject, rounds: usize, work: &Path) -> Result<Metal> {
     let (mut stratas, mut baselines) = (Vec::new(), Vec::new());
     let (mut raw, mut content) = (0, 0);
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         // Each side starts with no dirty data of earlier steps to write
         // back: a sync() inside one of them would otherwise pay for the
         // others.
         settle()?;
         eprintln!("bench: strata disk (metal) of {}", subject.image);
-        let mut worker = Command::new(exe);
-        worker.arg(WORKER_ARG);
-        let opts = strata_disk::DiskOptions::new(
-            subject.workdir,
-            subject.image,
-            vec!["metal".into()],
-            worker,
-        );
-        let (strata, r) = timed(|| strata_disk::build(&opts))?;
+        let (strata, size) = measure::disk(subject.workdir, subject.image, "metal")?;
         stratas.push(strata);
-        raw = r.artifacts[0].size;
+        raw = size;
 
         settle()?;
         eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
@@ -149,19 +79,17 @@ fn measure(subject: &Subject, exe: &Path, work: &Path) -> Result<Measured> {
         }
         std::fs::create_dir_all(work)?;
         let disk = work.join("disk.raw");
-        let (baseline, out) = timed(|| {
-            Ok(strata_process::stdout(
-                Command::new("sh")
-                    .arg("-c")
-                    .arg(BASELINE)
-                    .arg("sh")
-                    .arg(subject.workdir.join("repo"))
-                    .arg(subject.commit)
-                    .arg(work)
-                    .arg(&disk)
-                    .arg(raw.to_string()),
-            )?)
-        })?;
+        let (baseline, out) = measure::run(
+            Command::new("sh")
+                .arg("-c")
+                .arg(BASELINE)
+                .arg("sh")
+                .arg(subject.workdir.join("repo"))
+                .arg(subject.commit)
+                .arg(work)
+                .arg(&disk)
+                .arg(raw.to_string()),
+        )?;
         baselines.push(baseline);
         content = out
             .trim()
@@ -169,12 +97,18 @@ fn measure(subject: &Subject, exe: &Path, work: &Path) -> Result<Measured> {
             .with_context(|| format!("the baseline script printed {out:?}"))?;
         std::fs::remove_file(&disk)?;
     }
-    Ok(Measured {
-        strata: median(stratas),
-        baseline: median(baselines),
+    Ok(Metal {
+        strata: measure::median(stratas),
+        baseline: measure::median(baselines),
         content,
-        raw,
     })
+}
+
+/// qemu, metal and metal4k in one `strata disk`.
+pub fn all_platforms(subject: &Subject) -> Result<Run> {
+    settle()?;
+    eprintln!("bench: strata disk (qemu,metal,metal4k) of {}", subject.image);
+    Ok(measure::disk(subject.workdir, subject.image, "qemu,metal,metal4k")?.0)
 }
 
 fn settle() -> Result<()> {

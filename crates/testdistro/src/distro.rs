@@ -24,6 +24,9 @@ use crate::synth;
 mod base;
 mod boot;
 mod node;
+mod rhcos;
+
+pub use rhcos::{RhcosScale, RHCOS_BYTES, RHCOS_FILES, RHCOS_PACKAGES};
 
 use base::*;
 use boot::*;
@@ -87,6 +90,8 @@ pub struct Ingredients {
     /// key), which centos-gpg-keys ships beside CentOS's own.
     pub sig_keys: Vec<(&'static str, String)>,
     pub scale: usize,
+    /// RHCOS-sized synthetic packages (`rhcos`), beside `scale`'s.
+    pub rhcos: Option<RhcosScale>,
 }
 
 pub const SNAPSHOTS: [&str; 2] = ["20261101", "20261115"];
@@ -411,13 +416,22 @@ pub fn repos(ing: &Ingredients) -> Vec<RepoSpec> {
         signer: Signer::Epel,
         packages: epel_packages(),
     });
-    if ing.scale > 0 {
+    if ing.scale > 0 || ing.rhcos.is_some() {
+        let mut packages = scale_packages(ing.scale);
+        let mut name = format!("Synthetic packages for benchmarks ({})", ing.scale);
+        if let Some(r) = ing.rhcos {
+            packages.extend(rhcos::rhcos_packages(r));
+            name = format!(
+                "Synthetic packages for benchmarks ({}, RHCOS-sized at {}/1000)",
+                ing.scale, r.permille
+            );
+        }
         out.push(RepoSpec {
             id: format!("{}-scale", fl.name()),
-            name: format!("Synthetic packages for benchmarks ({})", ing.scale),
+            name,
             dir: "scale".into(),
             signer: Signer::Release,
-            packages: scale_packages(ing.scale),
+            packages,
         });
     }
     adapt(fl, &mut out);

@@ -122,7 +122,10 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-pub use distro::{KERNEL_RELEASE, KERNEL_RELEASE_Z, SNAPSHOTS};
+pub use distro::{
+    RhcosScale, KERNEL_RELEASE, KERNEL_RELEASE_Z, RHCOS_BYTES, RHCOS_FILES, RHCOS_PACKAGES,
+    SNAPSHOTS,
+};
 pub use flavour::Flavour;
 pub use keys::FixtureKey;
 
@@ -136,6 +139,7 @@ const SOURCES: &[&[u8]] = &[
     include_bytes!("distro/base.rs"),
     include_bytes!("distro/boot.rs"),
     include_bytes!("distro/node.rs"),
+    include_bytes!("distro/rhcos.rs"),
     include_bytes!("flavour.rs"),
     include_bytes!("grub.rs"),
     include_bytes!("kernel.rs"),
@@ -166,6 +170,9 @@ pub struct Options {
     pub flavour: Flavour,
     /// Synthetic packages to add for benchmarks (`--scale N`).
     pub scale: usize,
+    /// Synthetic packages that make the base as large as a real RHCOS
+    /// ([`Options::scale_rhcos`]), or a fraction of one.
+    pub rhcos: Option<RhcosScale>,
     /// Where `ci/install-deps` put the Debian kernel package.
     pub kernel_cache: PathBuf,
     /// Where `ci/install-deps` put the Debian packages of `debian/packages`.
@@ -179,6 +186,7 @@ impl Default for Options {
         Self {
             flavour: Flavour::default(),
             scale: 0,
+            rhcos: None,
             kernel_cache: std::env::var_os("STRATA_KERNEL_CACHE")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| kernel::DEFAULT_KERNEL_CACHE.into()),
@@ -195,6 +203,23 @@ impl Default for Options {
 impl Options {
     pub fn scale(mut self, n: usize) -> Self {
         self.scale = n;
+        self
+    }
+
+    /// Adds synthetic packages so that the composed base has a real RHCOS
+    /// base's package count, installed bytes and file count
+    /// (docs/fixture.md, "RHCOS-sized fixture").
+    pub fn scale_rhcos(self) -> Self {
+        self.rhcos(RhcosScale::FULL)
+    }
+
+    /// Half of [`Options::scale_rhcos`]: for measuring how costs grow.
+    pub fn scale_rhcos_half(self) -> Self {
+        self.rhcos(RhcosScale::HALF)
+    }
+
+    pub fn rhcos(mut self, scale: RhcosScale) -> Self {
+        self.rhcos = Some(scale);
         self
     }
 
@@ -238,6 +263,10 @@ pub struct FixtureInfo {
     pub snapshots: Vec<String>,
     pub repos: Vec<RepoInfo>,
     pub scale: usize,
+    /// Per mille of a real RHCOS base that the RHCOS-sized packages make
+    /// up (`Options::rhcos`), when there are any.
+    #[serde(default)]
+    pub rhcos_permille: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -283,6 +312,7 @@ impl Fixture {
             &compiler,
             &grub.versions,
             opts.scale,
+            opts.rhcos,
         )?;
 
         let parent = out
@@ -317,6 +347,7 @@ impl Fixture {
             grub,
             key,
             opts.scale,
+            opts.rhcos,
         )?;
         if out.exists() {
             std::fs::remove_dir_all(out)
@@ -486,6 +517,7 @@ fn cache_key(
     compiler: &str,
     grub_versions: &BTreeMap<String, String>,
     scale: usize,
+    rhcos: Option<RhcosScale>,
 ) -> Result<String> {
     let mut h = Sha256::new();
     h.update(FORMAT.to_le_bytes());
@@ -509,6 +541,10 @@ fn cache_key(
         h.update(version.as_bytes());
     }
     h.update(scale.to_le_bytes());
+    if let Some(r) = rhcos {
+        h.update(b"rhcos");
+        h.update(r.permille.to_le_bytes());
+    }
     Ok(hex::encode(h.finalize()))
 }
 
@@ -521,6 +557,7 @@ fn build(
     grub: grub::GrubImages,
     cache_key: String,
     scale: usize,
+    rhcos: Option<RhcosScale>,
 ) -> Result<FixtureInfo> {
     // Each signer's key and the file it is published as under keys/.
     let mut keys: Vec<(distro::Signer, FixtureKey, &str)> = if flavour.is_centos() {
@@ -590,6 +627,7 @@ fn build(
             })
             .collect(),
         scale,
+        rhcos,
     };
     let repos = distro::repos(&ingredients);
     check_libraries(&repos)?;
@@ -678,6 +716,7 @@ fn build(
         snapshots: SNAPSHOTS.iter().map(|s| s.to_string()).collect(),
         repos: infos,
         scale,
+        rhcos_permille: rhcos.map(|r| r.permille),
     };
     let mut json = serde_json::to_string_pretty(&info)?;
     json.push('\n');

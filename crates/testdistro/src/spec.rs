@@ -32,6 +32,10 @@ pub struct FileSpec {
 #[derive(Clone, Debug)]
 pub enum FileKind {
     File(Vec<u8>),
+    /// A regular file whose bytes are generated when the package is built
+    /// (the large synthetic packages: their content is never all in memory
+    /// at once).
+    Generated(crate::synth::Content),
     Dir,
     Symlink(String),
 }
@@ -53,6 +57,11 @@ impl FileSpec {
 
     pub fn file(path: &str, content: impl Into<Vec<u8>>, mode: u16) -> Self {
         Self::new(path, FileKind::File(content.into()), mode)
+    }
+
+    /// A regular file of generated content.
+    pub fn generated(path: &str, content: crate::synth::Content, mode: u16) -> Self {
+        Self::new(path, FileKind::Generated(content), mode)
     }
 
     pub fn dir(path: &str, mode: u16) -> Self {
@@ -92,6 +101,7 @@ impl FileSpec {
     pub fn size(&self) -> u64 {
         match &self.kind {
             FileKind::File(c) => c.len() as u64,
+            FileKind::Generated(c) => c.size as u64,
             _ => 0,
         }
     }
@@ -288,7 +298,7 @@ impl PkgSpec {
         }
         for f in &self.files {
             let mut opts = match &f.kind {
-                FileKind::File(_) => FileOptions::new(f.path.as_str()),
+                FileKind::File(_) | FileKind::Generated(_) => FileOptions::new(f.path.as_str()),
                 FileKind::Dir => FileOptions::dir(f.path.as_str()),
                 FileKind::Symlink(target) => FileOptions::symlink(f.path.as_str(), target.as_str()),
             }
@@ -312,6 +322,7 @@ impl PkgSpec {
             }
             match &f.kind {
                 FileKind::File(content) => b.with_file_contents(content.clone(), opts)?,
+                FileKind::Generated(content) => b.with_file_contents(content.bytes(), opts)?,
                 FileKind::Dir => b.with_dir_entry(opts)?,
                 FileKind::Symlink(_) => b.with_symlink(opts)?,
             };
