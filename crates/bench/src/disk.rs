@@ -61,16 +61,15 @@ pub struct Metal {
 /// 0.3 on a shared machine.
 pub fn metal(subject: &Subject, rounds: usize, work: &Path) -> Result<Metal> {
     let (mut stratas, mut baselines) = (Vec::new(), Vec::new());
-    let (mut raw, mut content) = (0, 0);
+    let mut content = 0;
     for _ in 0..rounds {
         // Each side starts with no dirty data of earlier steps to write
         // back: a sync() inside one of them would otherwise pay for the
         // others.
         settle()?;
         eprintln!("bench: strata disk (metal) of {}", subject.image);
-        let (strata, size) = measure::disk(subject.workdir, subject.image, "metal")?;
+        let (strata, raw) = measure::disk(subject.workdir, subject.image, "metal")?;
         stratas.push(strata);
-        raw = size;
 
         settle()?;
         eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
