@@ -738,10 +738,12 @@ pub(super) fn openssh_server() -> PkgSpec {
             FileSpec::file("/usr/lib/systemd/system/sshd.service", unit("OpenSSH server daemon", "/usr/sbin/sshd -D"), 0o644),
             FileSpec::dir("/usr/share/empty.sshd", 0o711),
         ]);
-    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd.
+    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd;
+    // %post runs mkdir (coreutils).
     p.requires_pre = vec![
         crate::spec::Dep("shadow-utils".into()),
         crate::spec::Dep("glibc".into()),
+        crate::spec::Dep("coreutils".into()),
     ];
     p.pre = Some(
         "getent group sshd >/dev/null || groupadd -g 74 -r sshd || :\n\
@@ -798,10 +800,12 @@ pub(super) fn chrony() -> PkgSpec {
             ),
             FileSpec::dir("/var/lib/chrony", 0o750).owner("chrony", "chrony"),
         ]);
-    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd.
+    // Requires(pre): the scriptlet runs getent (glibc) and useradd/groupadd;
+    // %post runs mkdir (coreutils).
     p.requires_pre = vec![
         crate::spec::Dep("shadow-utils".into()),
         crate::spec::Dep("glibc".into()),
+        crate::spec::Dep("coreutils".into()),
     ];
     // No fixed id: allocated dynamically, so only a previous build can keep it stable.
     p.pre = Some(

@@ -11,6 +11,9 @@ pub(super) fn openvswitch(name: &str, version: &str, release: &str) -> PkgSpec {
     }
     p.requires_pre.push(Dep("shadow-utils".into()));
     p.requires_pre.push(Dep("glibc".into()));
+    // Its %post runs mkdir: without this, a large transaction may order it
+    // before coreutils ("mkdir: command not found", seen at RHCOS scale).
+    p.requires_pre.push(Dep("coreutils".into()));
     p.pre = Some(
         "getent group openvswitch >/dev/null || groupadd -r openvswitch\n\
          getent passwd openvswitch >/dev/null || useradd -r -g openvswitch -d / -s /sbin/nologin openvswitch\n"
