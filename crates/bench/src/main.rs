@@ -278,13 +278,37 @@ impl Bench<'_> {
         noop_line.strata_rss = Some(noop.rss);
         self.lines.push(noop_line);
 
-        self.zstream(&v1, &ext_oci)?;
+        // A part that fails becomes a FAILED line, and the others still
+        // run: at realistic scale a run takes long, and what broke is
+        // itself a finding.
+        let r = self.zstream(&v1, &ext_oci);
+        self.record("z-stream", r);
         std::fs::remove_dir_all(&ext_oci)?;
-        self.rpmdb(&v1)?;
-        let full_disk = self.disk(&v1)?;
-        self.growth(&v1, &strata_total, &full_disk)?;
-        self.derive(target, &v1)?;
+        let r = self.rpmdb(&v1);
+        self.record("rpmdb", r);
+        let full_disk = self.disk(&v1);
+        match full_disk {
+            Ok(full_disk) => {
+                let r = self.growth(&v1, &strata_total, &full_disk);
+                self.record("cost growth", r);
+            }
+            Err(e) => self.record("disk", Err(e)),
+        }
+        let r = self.derive(target, &v1);
+        self.record("derive", r);
         Ok(())
+    }
+
+    /// A part's failure as a FAILED line (and on stderr in full).
+    fn record(&mut self, part: &str, result: Result<()>) {
+        if let Err(e) = result {
+            eprintln!("bench: {part} failed: {e:#}");
+            self.lines.push(Line::failed(
+                part,
+                format!("failed: {}", first_line(&format!("{e:#}"))),
+                Goal::None,
+            ));
+        }
     }
 
     /// The z-stream: compose in the first build's workdir against a cold

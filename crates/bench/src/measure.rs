@@ -73,6 +73,9 @@ pub fn run(cmd: &mut Command) -> Result<(Run, String)> {
     let start = Instant::now();
     let out = strata_process::run(&mut timed)?;
     let wall = start.elapsed();
+    // The step's own log (strata's stages log their timings with
+    // RUST_LOG=info), for finding where a side spends its time.
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(report.path()).context("reading GNU time's report")?;
     // The last line is the figure; a line before it says when the command
     // was killed by a signal.
