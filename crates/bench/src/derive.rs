@@ -58,7 +58,11 @@ impl Base<'_> {
     }
 }
 
-fn derive(fixture: &Fixture, base: &Base, overrides: &[PathBuf]) -> Result<(Run, measure::Derived)> {
+fn derive(
+    fixture: &Fixture,
+    base: &Base,
+    overrides: &[PathBuf],
+) -> Result<(Run, measure::Derived)> {
     measure::derive(
         base.workdir,
         &base.tag,
@@ -272,20 +276,20 @@ fn umoci_baseline(fixture: &Fixture, base: &Base, dir: &Path, packages: &[String
         .collect();
     total = total.then(
         measure::run(
-        Command::new("dnf")
-            .args(["-y", "-q"])
-            .arg(format!("--installroot={}", root.display()))
-            .arg(format!("--setopt=reposdir={}", reposdir.display()))
-            .arg(format!(
-                "--setopt=cachedir={}",
-                dir.join("umoci-cache").display()
-            ))
-            .args([
-                "--releasever=8",
-                "--setopt=install_weak_deps=False",
-                "install",
-            ])
-            .args(&names),
+            Command::new("dnf")
+                .args(["-y", "-q"])
+                .arg(format!("--installroot={}", root.display()))
+                .arg(format!("--setopt=reposdir={}", reposdir.display()))
+                .arg(format!(
+                    "--setopt=cachedir={}",
+                    dir.join("umoci-cache").display()
+                ))
+                .args([
+                    "--releasever=8",
+                    "--setopt=install_weak_deps=False",
+                    "install",
+                ])
+                .args(&names),
         )?
         .0,
     );

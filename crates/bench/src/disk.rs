@@ -63,15 +63,12 @@ pub fn metal(subject: &Subject, rounds: usize, work: &Path) -> Result<Metal> {
     let (mut stratas, mut baselines) = (Vec::new(), Vec::new());
     let mut content = 0;
     for _ in 0..rounds {
-        // Each side starts with no dirty data of earlier steps to write
-        // back: a sync() inside one of them would otherwise pay for the
-        // others.
-        settle()?;
+        // measure::run syncs before each side: a sync() inside one of them
+        // would otherwise pay for the others' writes.
         eprintln!("bench: strata disk (metal) of {}", subject.image);
         let (strata, raw) = measure::disk(subject.workdir, subject.image, "metal")?;
         stratas.push(strata);
 
-        settle()?;
         eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
         if work.exists() {
             std::fs::remove_dir_all(work)?;
@@ -105,12 +102,9 @@ pub fn metal(subject: &Subject, rounds: usize, work: &Path) -> Result<Metal> {
 
 /// qemu, metal and metal4k in one `strata disk`.
 pub fn all_platforms(subject: &Subject) -> Result<Run> {
-    settle()?;
-    eprintln!("bench: strata disk (qemu,metal,metal4k) of {}", subject.image);
+    eprintln!(
+        "bench: strata disk (qemu,metal,metal4k) of {}",
+        subject.image
+    );
     Ok(measure::disk(subject.workdir, subject.image, "qemu,metal,metal4k")?.0)
-}
-
-fn settle() -> Result<()> {
-    strata_process::run(&mut Command::new("sync"))?;
-    Ok(())
 }

@@ -121,7 +121,9 @@ fn main() -> Result<()> {
         match a.as_str() {
             "--scale" => scale = Scale::parse(&args.next().context("--scale needs a value")?)?,
             "derive" | "disk" | "rpmdb" if part.is_none() => part = Some(a),
-            other => bail!("usage: strata-bench [--scale N|rhcos] [derive|disk|rpmdb] (got {other:?})"),
+            other => {
+                bail!("usage: strata-bench [--scale N|rhcos] [derive|disk|rpmdb] (got {other:?})")
+            }
         }
     }
     measure::strata()?;
@@ -206,7 +208,14 @@ impl Bench<'_> {
             measure::compose(&self.workdir, &self.manifest, &self.vars(SNAPSHOTS[0]))?;
         self.installed = Some(Installed::of(self.fixture, &v1)?);
         let repo = self.workdir.join("repo");
-        let content = content_map(self.fixture, &repo, &v1.ostree_commit, &self.workdir, 0, dir)?;
+        let content = content_map(
+            self.fixture,
+            &repo,
+            &v1.ostree_commit,
+            &self.workdir,
+            0,
+            dir,
+        )?;
         let mut o = strata_oscontainer::EncapsulateOptions::default();
         o.content = Some(content.clone());
         o.labels = image_labels(&v1.image, &v1.inputhash)?;
@@ -317,70 +326,86 @@ impl Bench<'_> {
     fn zstream(&mut self, v1: &Composed, ext_oci: &Path) -> Result<()> {
         let dir = self.dir;
         let repo = self.workdir.join("repo");
-        eprintln!("bench: cold compose of snapshot {} in a fresh workdir", SNAPSHOTS[1]);
+        eprintln!(
+            "bench: cold compose of snapshot {} in a fresh workdir",
+            SNAPSHOTS[1]
+        );
         let cold_workdir = dir.join("strata-work-z");
         let (cold, cold_v2) =
             measure::compose(&cold_workdir, &self.manifest, &self.vars(SNAPSHOTS[1]))?;
-        eprintln!("bench: strata compose of snapshot {} after {}", SNAPSHOTS[1], SNAPSHOTS[0]);
-        let (v2, repo2, image2) =
-            match measure::compose(&self.workdir, &self.manifest, &self.vars(SNAPSHOTS[1])) {
-                Ok((incremental, v2)) => {
-                    ensure!(v2.changed, "the z-stream compose changed nothing");
-                    self.lines.push(Line::faster(
-                        "compose after the z-stream vs cold compose of that set",
-                        &incremental,
-                        &cold,
-                        Goal::AtLeast(4.0),
-                    ));
-                    let image = strata_oscontainer::ImageRef::parse(&v2.image, None)?;
-                    (v2, repo.clone(), image)
-                }
-                Err(e) => {
-                    // Give the fresh workdir's commit the first build's
-                    // layer map, as compose would have, to still measure
-                    // the download.
-                    eprintln!("bench: the z-stream compose failed ({e:#}); encapsulating the cold compose with the first build's layer map");
-                    self.lines.push(Line::failed(
-                        "compose after the z-stream vs cold compose of that set",
-                        format!("failed: {}", first_line(&format!("{e:#}"))),
-                        Goal::AtLeast(4.0),
-                    ));
-                    let repo2 = cold_workdir.join("repo");
-                    let prior = strata_oscontainer::LayerMap::from_json(
-                        &std::fs::read_to_string(v1.build_dir.join("layer-map.json"))?,
-                    )?;
-                    let mut o = strata_oscontainer::EncapsulateOptions::default();
-                    o.content = Some(content_map(
-                        self.fixture,
-                        &repo2,
-                        &cold_v2.ostree_commit,
-                        &self.workdir,
-                        1,
-                        dir,
-                    )?);
-                    o.labels = image_labels(&cold_v2.image, &cold_v2.inputhash)?;
-                    o.source_date_epoch = Some(source_date_epoch(&cold_v2)?);
-                    o.prior = Some(prior);
-                    strata_oscontainer::encapsulate(
-                        &repo2,
-                        &cold_v2.ostree_commit,
-                        &self.workdir.join("oci"),
-                        "z",
-                        &o,
-                    )?;
-                    (
-                        cold_v2.clone(),
-                        repo2,
-                        strata_oscontainer::ImageRef::oci(&self.workdir.join("oci"), "z"),
-                    )
-                }
-            };
+        eprintln!(
+            "bench: strata compose of snapshot {} after {}",
+            SNAPSHOTS[1], SNAPSHOTS[0]
+        );
+        let (v2, repo2, image2) = match measure::compose(
+            &self.workdir,
+            &self.manifest,
+            &self.vars(SNAPSHOTS[1]),
+        ) {
+            Ok((incremental, v2)) => {
+                ensure!(v2.changed, "the z-stream compose changed nothing");
+                self.lines.push(Line::faster(
+                    "compose after the z-stream vs cold compose of that set",
+                    &incremental,
+                    &cold,
+                    Goal::AtLeast(4.0),
+                ));
+                let image = strata_oscontainer::ImageRef::parse(&v2.image, None)?;
+                (v2, repo.clone(), image)
+            }
+            Err(e) => {
+                // Give the fresh workdir's commit the first build's
+                // layer map, as compose would have, to still measure
+                // the download.
+                eprintln!("bench: the z-stream compose failed ({e:#}); encapsulating the cold compose with the first build's layer map");
+                self.lines.push(Line::failed(
+                    "compose after the z-stream vs cold compose of that set",
+                    format!("failed: {}", first_line(&format!("{e:#}"))),
+                    Goal::AtLeast(4.0),
+                ));
+                let repo2 = cold_workdir.join("repo");
+                let prior = strata_oscontainer::LayerMap::from_json(&std::fs::read_to_string(
+                    v1.build_dir.join("layer-map.json"),
+                )?)?;
+                let mut o = strata_oscontainer::EncapsulateOptions::default();
+                o.content = Some(content_map(
+                    self.fixture,
+                    &repo2,
+                    &cold_v2.ostree_commit,
+                    &self.workdir,
+                    1,
+                    dir,
+                )?);
+                o.labels = image_labels(&cold_v2.image, &cold_v2.inputhash)?;
+                o.source_date_epoch = Some(source_date_epoch(&cold_v2)?);
+                o.prior = Some(prior);
+                strata_oscontainer::encapsulate(
+                    &repo2,
+                    &cold_v2.ostree_commit,
+                    &self.workdir.join("oci"),
+                    "z",
+                    &o,
+                )?;
+                (
+                    cold_v2.clone(),
+                    repo2,
+                    strata_oscontainer::ImageRef::oci(&self.workdir.join("oci"), "z"),
+                )
+            }
+        };
         let strata_diff = strata_oscontainer::diff(
             &strata_oscontainer::ImageRef::parse(&v1.image, None)?,
             &image2,
             &strata_oscontainer::TransportOptions::default(),
         )?;
-        let content2 = content_map(self.fixture, &repo2, &v2.ostree_commit, &self.workdir, 1, dir)?;
+        let content2 = content_map(
+            self.fixture,
+            &repo2,
+            &v2.ostree_commit,
+            &self.workdir,
+            1,
+            dir,
+        )?;
         let ext_input2 = OstreeExtInput::write(&repo2, &v2.ostree_commit, &content2, dir, "v2")?;
         let prior = dir.join("ostree-ext-v1.manifest.json");
         std::fs::write(
@@ -414,11 +439,14 @@ impl Bench<'_> {
             mib(changed_bytes)
         );
         for l in &strata_diff.layers_added {
-            eprintln!("bench:   {:>8.2} MiB  {}", mib(l.size), describe(&l.components));
+            eprintln!(
+                "bench:   {:>8.2} MiB  {}",
+                mib(l.size),
+                describe(&l.components)
+            );
         }
-        let per_changed = |d: &strata_oscontainer::ImageDiff| {
-            d.download_bytes as f64 / changed_bytes as f64
-        };
+        let per_changed =
+            |d: &strata_oscontainer::ImageDiff| d.download_bytes as f64 / changed_bytes as f64;
         let mut line = Line::new(format!(
             "z-stream download / changed RPMs ({:.0} MiB; base: ostree-ext)",
             mib(changed_bytes)
@@ -556,7 +584,12 @@ impl Bench<'_> {
 }
 
 fn first_line(s: &str) -> String {
-    s.lines().next().unwrap_or_default().chars().take(60).collect()
+    s.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(60)
+        .collect()
 }
 
 /// The fixture's figures for the table's title: how long generating it
@@ -626,7 +659,11 @@ fn manifest_packages(r: &Composed) -> Result<Vec<String>> {
 }
 
 /// The RPM files of a build's packages, from its lockfile.
-fn package_files(fixture: &Fixture, r: &Composed, snapshot: &str) -> Result<Vec<(String, PathBuf)>> {
+fn package_files(
+    fixture: &Fixture,
+    r: &Composed,
+    snapshot: &str,
+) -> Result<Vec<(String, PathBuf)>> {
     let lock = strata_compose::Lockfile::load(&r.lockfile)?;
     lock.packages
         .iter()
@@ -826,11 +863,7 @@ fn ostree_ext_encapsulate(
 
 /// Packages whose version differs between two builds, and the size of their
 /// RPMs in the second build's snapshot.
-fn changed_packages(
-    fixture: &Fixture,
-    a: &Composed,
-    b: &Composed,
-) -> Result<(Vec<String>, u64)> {
+fn changed_packages(fixture: &Fixture, a: &Composed, b: &Composed) -> Result<(Vec<String>, u64)> {
     let la = strata_compose::Lockfile::load(&a.lockfile)?;
     let lb = strata_compose::Lockfile::load(&b.lockfile)?;
     let mut names = Vec::new();

@@ -70,6 +70,10 @@ pub fn run(cmd: &mut Command) -> Result<(Run, String)> {
     if let Some(dir) = cmd.get_current_dir() {
         timed.current_dir(dir);
     }
+    // Each step starts with no dirty data of earlier ones to write back
+    // (the fixture just generated, the previous side's tree): writeback
+    // during a step slowed the first compose of a run by half.
+    strata_process::run(&mut Command::new("sync"))?;
     let start = Instant::now();
     let out = strata_process::run(&mut timed)?;
     let wall = start.elapsed();
@@ -129,7 +133,10 @@ pub struct Composed {
 /// `strata compose` of `manifest` into `workdir`, measured.
 pub fn compose(workdir: &Path, manifest: &Path, vars: &[String]) -> Result<(Run, Composed)> {
     let mut cmd = Command::new(strata()?);
-    cmd.arg("compose").arg("--workdir").arg(workdir).arg(manifest);
+    cmd.arg("compose")
+        .arg("--workdir")
+        .arg(workdir)
+        .arg(manifest);
     for v in vars {
         cmd.arg("--var").arg(v);
     }
@@ -143,10 +150,13 @@ pub fn compose(workdir: &Path, manifest: &Path, vars: &[String]) -> Result<(Run,
 /// `strata disk` of `image` for `platforms` (comma-separated), measured.
 pub fn disk(workdir: &Path, image: &str, platforms: &str) -> Result<(Run, u64)> {
     let mut cmd = Command::new(strata()?);
-    cmd.arg("disk")
-        .arg("--workdir")
-        .arg(workdir)
-        .args(["--image", image, "--platform", platforms, "--json"]);
+    cmd.arg("disk").arg("--workdir").arg(workdir).args([
+        "--image",
+        image,
+        "--platform",
+        platforms,
+        "--json",
+    ]);
     let (run, out) = self::run(&mut cmd)?;
     let v: serde_json::Value = serde_json::from_str(&out)
         .with_context(|| format!("reading strata disk's result {out:?}"))?;

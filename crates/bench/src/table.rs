@@ -163,18 +163,27 @@ pub fn print(title: &str, lines: &[Line]) {
             format!("peak memory of strata's stages (largest: {})", peak.what),
             rss(Some(value)),
             "-".into(),
-            format!(
-                "{:.2}x of 1 GiB",
-                value as f64 / MEMORY_LIMIT as f64
-            ),
+            format!("{:.2}x of 1 GiB", value as f64 / MEMORY_LIMIT as f64),
             "<= 1x".into(),
-            if value <= MEMORY_LIMIT { "met" } else { "behind" }.into(),
+            if value <= MEMORY_LIMIT {
+                "met"
+            } else {
+                "behind"
+            }
+            .into(),
             rss(Some(value)),
             "-".into(),
         ]);
     }
     let header = [
-        "line", "strata", "baseline", "ratio", "target", "met", "strata RSS", "baseline RSS",
+        "line",
+        "strata",
+        "baseline",
+        "ratio",
+        "target",
+        "met",
+        "strata RSS",
+        "baseline RSS",
     ];
     let widths: Vec<usize> = (0..header.len())
         .map(|i| {

@@ -174,7 +174,11 @@ mod tests {
             let packed = zstd::bulk::compress(&c.bytes(), 3).unwrap();
             c.size as f64 / packed.len() as f64
         };
-        let (bin, text, packed) = (ratio(Kind::Binary), ratio(Kind::Text), ratio(Kind::Compressed));
+        let (bin, text, packed) = (
+            ratio(Kind::Binary),
+            ratio(Kind::Text),
+            ratio(Kind::Compressed),
+        );
         assert!((1.6..2.6).contains(&bin), "binary {bin:.2}");
         assert!((2.5..4.5).contains(&text), "text {text:.2}");
         assert!(packed < 1.01, "compressed {packed:.2}");
