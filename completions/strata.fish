@@ -47,7 +47,7 @@ complete -c strata -n "__fish_strata_needs_command" -f -a "__derive-worker" -d '
 complete -c strata -n "__fish_strata_needs_command" -f -a "__disk-worker" -d 'Internal: the worker process of `disk` (the namespaced deployment)'
 complete -c strata -n "__fish_strata_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c strata -n "__fish_strata_using_subcommand fixture" -l out -d 'Directory to generate into (reused when already current)' -r -F
-complete -c strata -n "__fish_strata_using_subcommand fixture" -l scale -d 'Add N synthetic packages with a realistic size spread (benchmarks)' -r
+complete -c strata -n "__fish_strata_using_subcommand fixture" -l scale -d 'Add N synthetic packages with a realistic size spread (benchmarks), or `rhcos`: as many, as large and with as many files as make the composed base the size of a real RHCOS base (docs/fixture.md)' -r
 complete -c strata -n "__fish_strata_using_subcommand fixture" -l flavour -d 'Which distribution to imitate: rhel-8.6 (OpenShift 4.12), rhel-9.6 (OpenShift 4.19 and 4.20) or c9s (CentOS Stream 9, OKD)' -r
 complete -c strata -n "__fish_strata_using_subcommand fixture" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"

@@ -20,9 +20,11 @@ pub struct FixtureArgs {
     /// Directory to generate into (reused when already current).
     #[arg(long)]
     pub out: PathBuf,
-    /// Add N synthetic packages with a realistic size spread (benchmarks).
-    #[arg(long, default_value_t = 0)]
-    pub scale: usize,
+    /// Add N synthetic packages with a realistic size spread (benchmarks),
+    /// or `rhcos`: as many, as large and with as many files as make the
+    /// composed base the size of a real RHCOS base (docs/fixture.md).
+    #[arg(long, default_value = "0", value_parser = parse_scale)]
+    pub scale: Scale,
     /// Which distribution to imitate: rhel-8.6 (OpenShift 4.12), rhel-9.6
     /// (OpenShift 4.19 and 4.20) or c9s (CentOS Stream 9, OKD).
     #[arg(long, default_value = "rhel-8.6", value_parser = parse_flavour)]
@@ -30,6 +32,23 @@ pub struct FixtureArgs {
     /// Print one JSON object describing the fixture on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How many synthetic packages `strata fixture` adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    Packages(usize),
+    Rhcos,
+}
+
+fn parse_scale(value: &str) -> Result<Scale, String> {
+    match value {
+        "rhcos" => Ok(Scale::Rhcos),
+        n => n
+            .parse()
+            .map(Scale::Packages)
+            .map_err(|_| "expected a number of packages or `rhcos`".to_string()),
+    }
 }
 
 fn parse_flavour(name: &str) -> Result<strata_testdistro::Flavour, String> {
@@ -43,9 +62,11 @@ fn parse_flavour(name: &str) -> Result<strata_testdistro::Flavour, String> {
 }
 
 pub(crate) fn fixture(args: FixtureArgs) -> Result<ExitCode> {
-    let opts = strata_testdistro::Options::default()
-        .scale(args.scale)
-        .flavour(args.flavour);
+    let opts = strata_testdistro::Options::default().flavour(args.flavour);
+    let opts = match args.scale {
+        Scale::Packages(n) => opts.scale(n),
+        Scale::Rhcos => opts.scale_rhcos(),
+    };
     let fixture = strata_testdistro::Fixture::generate(&args.out, &opts)?;
     if args.json {
         println!(

@@ -317,11 +317,20 @@ mod tests {
                 log: LogArgs::default(),
                 command: Command::Fixture(FixtureArgs {
                     out: "/tmp/f".into(),
-                    scale: 3,
+                    scale: demo::Scale::Packages(3),
                     flavour: strata_testdistro::Flavour::Rhel86,
                     json: false
                 })
             }
+        );
+        let cli =
+            Cli::try_parse_from(["strata", "fixture", "--out", "f", "--scale", "rhcos"]).unwrap();
+        let Command::Fixture(args) = cli.command else {
+            panic!("not the fixture command")
+        };
+        assert_eq!(args.scale, demo::Scale::Rhcos);
+        assert!(
+            Cli::try_parse_from(["strata", "fixture", "--out", "f", "--scale", "huge"]).is_err()
         );
         let cli =
             Cli::try_parse_from(["strata", "fixture", "--out", "f", "--flavour", "c9s"]).unwrap();
