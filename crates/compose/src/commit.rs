@@ -12,6 +12,8 @@
 
 use std::path::Path;
 
+mod objects;
+
 use anyhow::{Context, Result};
 use ostree::gio;
 use ostree::glib::{self, prelude::*};
@@ -29,6 +31,8 @@ pub struct PkgEntry {
 /// What to commit.
 #[derive(Debug)]
 pub struct CommitSpec<'a> {
+    /// Scratch: its files may become the repository's objects (they share
+    /// their inodes), so nothing may change it once committed.
     pub tree: &'a Path,
     pub version: &'a str,
     pub kver: &'a str,
@@ -62,31 +66,13 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
     repo.prepare_transaction(cancel)
         .context("starting an ostree transaction")?;
     let result = (|| -> Result<String> {
-        let mtree = ostree::MutableTree::new();
-        let modifier = ostree::RepoCommitModifier::new(ostree::RepoCommitModifierFlags::NONE, None);
-        let dir = gio::File::for_path(spec.tree);
         // The tree's own policy labels it (none: no labels).
+        let dir = gio::File::for_path(spec.tree);
         let policy = ostree::SePolicy::new(&dir, cancel)
             .with_context(|| format!("loading the SELinux policy of {}", spec.tree.display()))?;
-        let tree = spec.tree.to_path_buf();
-        // The callback cannot fail the commit itself: its first error is
-        // kept and fails the commit right after.
-        let failure = std::rc::Rc::new(std::cell::RefCell::new(None::<anyhow::Error>));
-        let failed = failure.clone();
-        modifier.set_xattr_callback(move |_, path, info| {
-            let xattrs = xattrs_of(&tree, &policy, path, info.attribute_uint32("unix::mode"));
-            xattrs
-                .unwrap_or_else(|e| {
-                    failed.borrow_mut().get_or_insert(e);
-                    Vec::new()
-                })
-                .to_variant()
-        });
-        repo.write_directory_to_mtree(&dir, &mtree, Some(&modifier), cancel)
-            .with_context(|| format!("writing {} into the repository", spec.tree.display()))?;
-        if let Some(e) = failure.borrow_mut().take() {
-            return Err(e);
-        }
+        let mtree = objects::write_tree(repo, spec.tree, &mut |path, mode| {
+            xattrs_of(spec.tree, &policy, path, mode)
+        })?;
         let root = repo
             .write_mtree(&mtree, cancel)
             .context("writing the tree")?;
