@@ -312,14 +312,16 @@ fn checksum(leaf: &Leaf, path: &Path) -> std::io::Result<String> {
     let mut sha = Sha256::new();
     sha.update(leaf.header());
     if leaf.target.is_none() {
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);
+        }
         let mut f = std::fs::File::open(path)?;
-        let mut buf = vec![0u8; 256 * 1024];
-        loop {
-            match f.read(&mut buf)? {
-                0 => break,
+        BUF.with_borrow_mut(|buf| loop {
+            match f.read(buf)? {
+                0 => return Ok::<_, std::io::Error>(()),
                 n => sha.update(&buf[..n]),
             }
-        }
+        })?;
     }
     Ok(hex::encode(sha.finalize()))
 }
