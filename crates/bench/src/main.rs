@@ -10,8 +10,9 @@
 //!
 //! - compose cold: strata's compose up to the ostree commit (depsolve,
 //!   install, initramfs, conventions, commit) against Debian's
-//!   `dnf --installroot` followed by `ostree commit` of the same package
-//!   set; compose to the chunked image against that plus ostree-ext
+//!   `dnf --installroot`, dracut in the tree (what RHEL's kernel-core runs
+//!   from its %posttrans) and `ostree commit` of the same package set;
+//!   compose to the chunked image against that plus ostree-ext
 //!   0.15.3's `encapsulate` (the library rpm-ostree's `compose
 //!   container-encapsulate` uses), given the same package -> content
 //!   mapping; strata's no-op rebuild.
@@ -120,9 +121,9 @@ fn main() -> Result<()> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--scale" => scale = Scale::parse(&args.next().context("--scale needs a value")?)?,
-            "derive" | "disk" | "rpmdb" if part.is_none() => part = Some(a),
+            "compose" | "derive" | "disk" | "rpmdb" if part.is_none() => part = Some(a),
             other => {
-                bail!("usage: strata-bench [--scale N|rhcos] [derive|disk|rpmdb] (got {other:?})")
+                bail!("usage: strata-bench [--scale N|rhcos] [compose|derive|disk|rpmdb] (got {other:?})")
             }
         }
     }
@@ -144,6 +145,10 @@ fn main() -> Result<()> {
         installed: None,
     };
     match part.as_deref() {
+        Some("compose") => {
+            let (_, _, ext_oci) = bench.cold()?;
+            std::fs::remove_dir_all(ext_oci)?;
+        }
         Some("derive") => {
             let v1 = bench.compose_v1()?;
             bench.derive(&target, &v1)?;
@@ -202,6 +207,32 @@ impl Bench<'_> {
     }
 
     fn all(&mut self, target: &Path) -> Result<()> {
+        let (v1, strata_total, ext_oci) = self.cold()?;
+        // A part that fails becomes a FAILED line, and the others still
+        // run: at realistic scale a run takes long, and what broke is
+        // itself a finding.
+        let r = self.zstream(&v1, &ext_oci);
+        self.record("z-stream", r);
+        std::fs::remove_dir_all(&ext_oci)?;
+        let r = self.rpmdb(&v1);
+        self.record("rpmdb", r);
+        let full_disk = self.disk(&v1);
+        match full_disk {
+            Ok(full_disk) => {
+                let r = self.growth(&v1, &strata_total, &full_disk);
+                self.record("cost growth", r);
+            }
+            Err(e) => self.record("disk", Err(e)),
+        }
+        let r = self.derive(target, &v1);
+        self.record("derive", r);
+        Ok(())
+    }
+
+    /// The cold compose against its baselines, the encapsulation against
+    /// ostree-ext's, the no-op rebuild. Returns the build, strata's whole
+    /// compose and ostree-ext's image of it.
+    fn cold(&mut self) -> Result<(Composed, Run, PathBuf)> {
         let dir = self.dir;
         eprintln!("bench: strata compose of snapshot {}", SNAPSHOTS[0]);
         let (strata_total, v1) =
@@ -249,7 +280,7 @@ impl Bench<'_> {
             &ext_input,
             None,
         )?;
-        eprintln!("bench: baseline dnf --installroot + ostree commit");
+        eprintln!("bench: baseline dnf --installroot + dracut + ostree commit");
         let baseline = dnf_and_ostree_commit(self.fixture, dir, &manifest_packages(&v1)?)?;
         eprintln!("bench: strata no-op rebuild");
         let (noop, again) =
@@ -286,26 +317,7 @@ impl Bench<'_> {
         noop_line.strata = Some(Figure::secs(&noop));
         noop_line.strata_rss = Some(noop.rss);
         self.lines.push(noop_line);
-
-        // A part that fails becomes a FAILED line, and the others still
-        // run: at realistic scale a run takes long, and what broke is
-        // itself a finding.
-        let r = self.zstream(&v1, &ext_oci);
-        self.record("z-stream", r);
-        std::fs::remove_dir_all(&ext_oci)?;
-        let r = self.rpmdb(&v1);
-        self.record("rpmdb", r);
-        let full_disk = self.disk(&v1);
-        match full_disk {
-            Ok(full_disk) => {
-                let r = self.growth(&v1, &strata_total, &full_disk);
-                self.record("cost growth", r);
-            }
-            Err(e) => self.record("disk", Err(e)),
-        }
-        let r = self.derive(target, &v1);
-        self.record("derive", r);
-        Ok(())
+        Ok((v1, strata_total, ext_oci))
     }
 
     /// A part's failure as a FAILED line (and on stderr in full).
@@ -927,6 +939,34 @@ fn dnf_and_ostree_commit(fixture: &Fixture, dir: &Path, packages: &[String]) -> 
             ])
             .args(packages),
     )?;
+    // The initramfs. RHEL's kernel-core makes it from its %posttrans
+    // (kernel-install runs dracut); the fixture's kernel leaves it to the
+    // compose, as rpm-ostree does. Either way the tree to commit has one:
+    // dracut with the demo manifest's arguments, in the tree, as one would
+    // script it.
+    let modules = root.join("usr/lib/modules");
+    let kver = std::fs::read_dir(&modules)
+        .with_context(|| format!("reading {}", modules.display()))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .next()
+        .context("the baseline tree has no kernel")?;
+    let (dracut, _) = measure::run(
+        Command::new("bwrap")
+            .arg("--bind")
+            .arg(&root)
+            .args(["/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"])
+            .args(["--setenv", "SOURCE_DATE_EPOCH", "1790000000"])
+            .args([
+                "/usr/bin/dracut",
+                "--no-hostonly",
+                "--reproducible",
+                "--kver",
+            ])
+            .arg(&kver)
+            .arg("-f")
+            .arg(format!("/usr/lib/modules/{kver}/initramfs.img")),
+    )?;
     let repo = dir.join("baseline-ostree");
     strata_process::run(
         Command::new("ostree")
@@ -942,5 +982,5 @@ fn dnf_and_ostree_commit(fixture: &Fixture, dir: &Path, packages: &[String]) -> 
     for d in [&root, &repo, &dir.join("baseline-cache")] {
         std::fs::remove_dir_all(d).with_context(|| format!("removing {}", d.display()))?;
     }
-    Ok(install.then(commit))
+    Ok(install.then(dracut).then(commit))
 }
