@@ -501,7 +501,7 @@ impl Build<'_> {
             kargs,
             origin_image: resolve::origin_reference(&id.image),
             aleph: serde_json::to_string_pretty(&meta::aleph(id))?,
-            in_memory: self.in_memory(first),
+            in_memory: self.in_memory(),
         };
         let deploying = || format!("deploying {}", id.ostree_commit);
         match self.ns.run(&Job::Deploy(job.clone())) {
@@ -530,12 +530,10 @@ impl Build<'_> {
     /// where: when nothing needs it after its first disk's root
     /// filesystem (no live media, every disk's root partition the same)
     /// and half the memory available can hold it.
-    fn in_memory(&self, first: &Platform) -> Option<InMemory> {
+    fn in_memory(&self) -> Option<InMemory> {
         let size_of = |p: &Platform| self.opts.size.or(p.fixed_size);
-        if self.live.is_some()
-            || self.platforms.is_empty()
-            || self.platforms.iter().any(|p| size_of(p) != size_of(first))
-        {
+        let first = *self.write_order().first()?;
+        if self.live.is_some() || self.platforms.iter().any(|p| size_of(p) != size_of(first)) {
             return None;
         }
         let available = memory_available()?;
@@ -548,6 +546,15 @@ impl Build<'_> {
             epoch: self.epoch,
             boot_sources: self.stage.dir.join("boot-sources"),
         })
+    }
+
+    /// The order the disks are written in: the raw artifacts first, so
+    /// that a converted disk can take its root filesystem from one of
+    /// them (see `write_disks`); otherwise as given.
+    fn write_order(&self) -> Vec<&'static Platform> {
+        let mut order = self.platforms.to_vec();
+        order.sort_by_key(|p| p.format.qemu_img_args().is_some());
+        order
     }
 
     /// Each platform's disk, written and hashed: its boot filesystem, a
@@ -572,8 +579,10 @@ impl Build<'_> {
             // the same is copied from it. A converted disk's raw stays
             // until the last disk is written and converted.
             let mut first_root: Option<(PathBuf, layout::Part)> = None;
+            // The raw artifacts written, with their layouts.
+            let mut raws: Vec<(PathBuf, layout::Layout)> = Vec::new();
             let mut converted_raws = Vec::new();
-            for p in self.platforms {
+            for p in self.write_order() {
                 let t = std::time::Instant::now();
                 let boot_p = stage.dir.join(format!("boot-{}", p.name));
                 fs::copy_tree(&stage.boot, &boot_p)?;
@@ -586,7 +595,18 @@ impl Build<'_> {
                     &opts.uuids,
                 )?;
                 let converted = p.format.qemu_img_args();
+                // A disk to convert whose layout a raw artifact has
+                // differs from it only before the root partition (the
+                // boot filesystem's kernel arguments): its raw holds that
+                // part, and the conversion reads the rest from the
+                // artifact (qemu-img concatenates its sources; the same
+                // bytes as from a whole raw), so the root filesystem is
+                // not copied once more only to be read.
+                let borrowed = converted
+                    .and(raws.iter().find(|(_, l)| *l == lay))
+                    .map(|(path, _)| path.clone());
                 let root = match &first_root {
+                    _ if borrowed.is_some() => raw::Root::Elsewhere,
                     Some((path, part)) if part == lay.root() => raw::Root::CopyFrom(path),
                     // The deployment wrote the first disk's root (see
                     // `Build::in_memory`, which holds the others to the
@@ -621,6 +641,7 @@ impl Build<'_> {
                 let kept = match converted {
                     None => {
                         std::fs::rename(&raw, &dest)?;
+                        raws.push((dest.clone(), lay.clone()));
                         dest.clone()
                     }
                     Some(_) => {
@@ -629,7 +650,7 @@ impl Build<'_> {
                         raw.clone()
                     }
                 };
-                if first_root.is_none() {
+                if first_root.is_none() && borrowed.is_none() {
                     first_root = Some((kept, lay.root().clone()));
                 }
                 tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
@@ -638,13 +659,18 @@ impl Build<'_> {
                     move || -> Result<(u64, String)> {
                         if let Some(args) = converted {
                             let t = std::time::Instant::now();
-                            strata_process::run(
-                                Command::new("qemu-img")
-                                    .args(["convert", "-f", "raw"])
-                                    .args(args)
-                                    .arg(&raw)
-                                    .arg(&dest),
-                            )?;
+                            let mut cmd = Command::new("qemu-img");
+                            cmd.arg("convert");
+                            match &borrowed {
+                                None => cmd.args(["-f", "raw"]).arg(&raw),
+                                Some(from) => {
+                                    let root = lay.root().start;
+                                    cmd.arg("--image-opts")
+                                        .arg(raw_slice(&raw, 0, Some(root)))
+                                        .arg(raw_slice(from, root, None))
+                                }
+                            };
+                            strata_process::run(cmd.args(args).arg(&dest))?;
                             tracing::debug!(elapsed = ?t.elapsed(), "converted {}", dest.display());
                         }
                         let hashed = match prefix_hashed {
@@ -668,6 +694,8 @@ impl Build<'_> {
                 tracing::debug!(elapsed = ?started.elapsed(), "sysroot removed");
                 removed
             });
+            // In the order given.
+            hashing.sort_by_key(|(p, _, _)| self.platforms.iter().position(|q| q.name == p.name));
             let artifacts = hashing
                 .into_iter()
                 .map(|(p, path, hash)| {
@@ -866,6 +894,19 @@ fn foreign_record(id: &Identity, pretty_name: &str, epoch: i64) -> BuildMeta {
         image_digest: Some(id.digest.clone()),
         ..BuildMeta::default()
     }
+}
+
+/// A `qemu-img --image-opts` source: `len` bytes (to the end without)
+/// of the raw file `path` from `offset`.
+fn raw_slice(path: &Path, offset: u64, len: Option<u64>) -> std::ffi::OsString {
+    let mut opts = std::ffi::OsString::from(format!("driver=raw,offset={offset},"));
+    if let Some(len) = len {
+        opts.push(format!("size={len},"));
+    }
+    opts.push("file.driver=file,file.filename=");
+    // A comma inside a value is written twice.
+    opts.push(path.to_string_lossy().replace(',', ",,"));
+    opts
 }
 
 /// MemAvailable of /proc/meminfo, in bytes.

@@ -40,6 +40,9 @@ pub(crate) enum Root<'a> {
     /// Already in the disk file, which exists at its size: the deployment
     /// wrote it (its sysroot in memory, see [`crate::deploy::InMemory`]).
     Written,
+    /// Left out: only the part before it is read from this disk (a disk
+    /// converted with another's root filesystem and what follows it).
+    Elsewhere,
 }
 
 /// Partitions `raw`, writes the BIOS boot code and the three filesystems.
@@ -141,7 +144,7 @@ pub(crate) fn write_disk(
     let write_root = || match src.root {
         Root::Tree(tree) => ns.run::<()>(&ext4(lay.root(), "root", &src.uuids.root_fs, tree)),
         Root::CopyFrom(from) => fs::copy_range(from, raw, lay.root().start, lay.root().size),
-        Root::Written => Ok(()),
+        Root::Written | Root::Elsewhere => Ok(()),
     };
     if !hash {
         write_root()?;
