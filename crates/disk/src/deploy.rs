@@ -6,6 +6,9 @@
 //! and /boot is a private tmpfs besides, so the host's filesystems are never
 //! touched.
 //!
+//! The sysroot itself may be a tmpfs of the same namespace ([`InMemory`]):
+//! the job then writes the first disk's root filesystem before it ends.
+//!
 //! What it must not do: run a deployment outside a user namespace.
 
 use std::path::{Path, PathBuf};

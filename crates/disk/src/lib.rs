@@ -3,11 +3,14 @@
 //! and CoreOS stream metadata — without root, loop devices, mounts or VMs.
 //!
 //! [`build`] resolves the image (a workdir tag, `oci:DIR:TAG` or
-//! `docker://…`) to a commit in `W/repo`, deploys it once into a sysroot in
-//! a staging directory, writes the aleph file, BLS title and GRUB files,
+//! `docker://…`) to a commit in `W/repo`, deploys it once into a sysroot
+//! (in memory when nothing needs it after the first root filesystem: see
+//! [`deploy::InMemory`]), writes the aleph file, BLS title and GRUB files,
 //! then per platform partitions a plain file and writes the filesystems
 //! into it at their offsets (the root filesystem, the same on every
-//! platform, is made once and its bytes copied into the other disks).
+//! platform, is made once and its bytes copied into the other disks, or
+//! read from one by the qcow2 conversion). The image's OCI archive, which
+//! is also its check, is written meanwhile.
 //! Everything that touches the sysroot runs in a
 //! child process in a user namespace ([`userns`]). Results are renamed into
 //! the build's directory only when everything worked.
@@ -928,4 +931,21 @@ fn write(path: &Path, content: &[u8]) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_slices_for_qemu_img() {
+        assert_eq!(
+            raw_slice(Path::new("/w/tmp/qemu.raw"), 0, Some(512)),
+            "driver=raw,offset=0,size=512,file.driver=file,file.filename=/w/tmp/qemu.raw"
+        );
+        assert_eq!(
+            raw_slice(Path::new("/w,x/metal.raw"), 537919488, None),
+            "driver=raw,offset=537919488,file.driver=file,file.filename=/w,,x/metal.raw"
+        );
+    }
 }
