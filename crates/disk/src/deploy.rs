@@ -6,6 +6,9 @@
 //! and /boot is a private tmpfs besides, so the host's filesystems are never
 //! touched.
 //!
+//! The sysroot itself may be a tmpfs of the same namespace ([`InMemory`]):
+//! the job then writes the first disk's root filesystem before it ends.
+//!
 //! What it must not do: run a deployment outside a user namespace.
 
 use std::path::{Path, PathBuf};
@@ -32,7 +35,45 @@ pub struct DeployJob {
     pub origin_image: String,
     /// The aleph file, written at the sysroot's top.
     pub aleph: String,
+    /// The sysroot in memory, and what must leave it before the job ends.
+    pub in_memory: Option<InMemory>,
 }
+
+/// A sysroot on a tmpfs of the job's own mount namespace instead of the
+/// workdir's filesystem: the pulled objects (the image's whole content)
+/// are never written back to a disk, and the sysroot goes with the
+/// namespace instead of being removed file by file (which waits on that
+/// writeback: most of a build's time on a busy machine). Everything that
+/// reads the sysroot is done before the job ends: the root filesystem is
+/// written into a new disk file, and the files the disks' boot files are
+/// made of are copied out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InMemory {
+    /// Bytes the tmpfs may hold.
+    pub limit: u64,
+    /// The raw disk to create, sized as [`crate::layout::plan`] plans it
+    /// for the content, holding only its root filesystem.
+    pub disk: PathBuf,
+    pub sector_size: u64,
+    /// The disk's size, when not content + headroom.
+    pub size: Option<u64>,
+    /// The root filesystem's UUID.
+    pub root_uuid: String,
+    /// Times are clamped to this.
+    pub epoch: i64,
+    /// Where [`BOOT_SOURCES`] of the deployment are copied, at the same
+    /// paths.
+    pub boot_sources: PathBuf,
+}
+
+/// What the disks' boot files are read from in a deployment
+/// (`bootfiles`): the EFI payload, BIOS GRUB's files and os-release.
+pub const BOOT_SOURCES: &[&str] = &[
+    crate::bootloader::EFI_DIR,
+    crate::grub_pc::MODULE_DIR,
+    "usr/lib/os-release",
+    "etc/os-release",
+];
 
 /// What the deployment produced.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +111,16 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
     if in_initial_user_namespace()? {
         bail!("refusing to deploy outside a user namespace (it could freeze a host filesystem)");
     }
+    if let Some(mem) = &job.in_memory {
+        strata_process::run(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o"])
+                .arg(format!("mode=0755,size={}", mem.limit))
+                .arg("strata-sysroot")
+                .arg(&job.sysroot),
+        )
+        .context("mounting a tmpfs on the sysroot")?;
+    }
     let boot = job.sysroot.join("boot");
     std::fs::create_dir_all(&boot).with_context(|| format!("creating {}", boot.display()))?;
     strata_process::run(
@@ -101,6 +152,7 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
     repo.write_config(&config)
         .context("configuring the sysroot repository")?;
     copy_commit(&job.repo, &repo, &job.commit)?;
+    tracing::debug!("pulled {}", job.commit);
 
     let origin = glib::KeyFile::new();
     origin.set_string("origin", "container-image-reference", &job.origin_image);
@@ -129,6 +181,7 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
             cancel,
         )
         .context("writing the deployment")?;
+    tracing::debug!("deployed {}", job.commit);
     // The configuration the node keeps, as CoreOS disks have it: without
     // this process's fsync shortcut (a node's updates must reach its
     // disk), and with a read-only sysroot (ostree-prepare-root mounts the
@@ -150,8 +203,56 @@ pub(crate) fn deploy(job: &DeployJob) -> Result<Deployed> {
         .context("unmounting the sysroot's /boot")?;
     let aleph = job.sysroot.join(crate::meta::ALEPH_FILE);
     std::fs::write(&aleph, &job.aleph).with_context(|| format!("writing {}", aleph.display()))?;
-    Ok(Deployed {
+    let deployed = Deployed {
         deployment: PathBuf::from(dirpath.as_str()),
         content_size: crate::fs::content_size(&job.sysroot)?,
+    };
+    if let Some(mem) = &job.in_memory {
+        copy_boot_sources(&job.sysroot.join(&deployed.deployment), &mem.boot_sources)?;
+        write_root(&job.sysroot, mem, deployed.content_size)?;
+    }
+    Ok(deployed)
+}
+
+/// [`BOOT_SOURCES`] of `deployment` copied to the same paths under `to`,
+/// each resolved inside the deployment; those it lacks are left out (the
+/// boot files say what is missing).
+fn copy_boot_sources(deployment: &Path, to: &Path) -> Result<()> {
+    for rel in BOOT_SOURCES {
+        let meta = match crate::fs::open_in_root(deployment, rel) {
+            Ok(f) => f.metadata()?,
+            Err(_) => continue,
+        };
+        let dest = to.join(rel);
+        if meta.is_dir() {
+            crate::fs::copy_tree_in_root(deployment, rel, &dest)?;
+        } else {
+            crate::write(&dest, &crate::fs::read_in_root(deployment, rel)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// The disk file of `mem`, with the sysroot as its root filesystem.
+fn write_root(sysroot: &Path, mem: &InMemory, content_size: u64) -> Result<()> {
+    let lay = crate::layout::plan(
+        mem.sector_size,
+        crate::layout::root_size_for(content_size),
+        mem.size,
+        &crate::Uuids::default(),
+    )?;
+    let file = std::fs::File::create(&mem.disk)
+        .with_context(|| format!("creating {}", mem.disk.display()))?;
+    file.set_len(lay.disk_size)?;
+    drop(file);
+    crate::fs::clamp_times(sysroot, mem.epoch)?;
+    crate::fs::mkfs_ext4(&crate::fs::Ext4 {
+        disk: mem.disk.clone(),
+        offset: lay.root().start,
+        size: lay.root().size,
+        label: "root".to_string(),
+        uuid: mem.root_uuid.clone(),
+        source: sysroot.to_path_buf(),
+        epoch: mem.epoch,
     })
 }

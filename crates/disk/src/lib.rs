@@ -3,11 +3,14 @@
 //! and CoreOS stream metadata — without root, loop devices, mounts or VMs.
 //!
 //! [`build`] resolves the image (a workdir tag, `oci:DIR:TAG` or
-//! `docker://…`) to a commit in `W/repo`, deploys it once into a sysroot in
-//! a staging directory, writes the aleph file, BLS title and GRUB files,
+//! `docker://…`) to a commit in `W/repo`, deploys it once into a sysroot
+//! (in memory when nothing needs it after the first root filesystem: see
+//! [`deploy::InMemory`]), writes the aleph file, BLS title and GRUB files,
 //! then per platform partitions a plain file and writes the filesystems
 //! into it at their offsets (the root filesystem, the same on every
-//! platform, is made once and its bytes copied into the other disks).
+//! platform, is made once and its bytes copied into the other disks, or
+//! read from one by the qcow2 conversion). The image's OCI archive, which
+//! is also its check, is written meanwhile.
 //! Everything that touches the sysroot runs in a
 //! child process in a user namespace ([`userns`]). Results are renamed into
 //! the build's directory only when everything worked.
@@ -54,7 +57,6 @@ pub mod userns;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread::JoinHandle;
 
 use anyhow::{bail, Context, Result};
 use bootfiles::BootFiles;
@@ -63,7 +65,7 @@ use strata_workdir::record::Disks;
 use strata_workdir::{BuildMeta, Workdir};
 use userns::{Job, Namespace};
 
-pub use deploy::{DeployJob, Deployed};
+pub use deploy::{DeployJob, Deployed, InMemory};
 pub use layout::Uuids;
 pub use meta::{Artifact, Identity, Uncompressed};
 pub use platform::{Format, Platform, PLATFORMS};
@@ -256,12 +258,6 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
     let _lock = w.lock()?;
     strata_oscontainer::prune_abandoned(&w.oci())?;
     let (mut id, imgref) = resolve::resolve(&w, opts)?;
-    // The disks name the image: it must be whole. Its layers are hashed
-    // beside the deployment, off the critical path.
-    let verified = std::thread::spawn({
-        let imgref = imgref.clone();
-        move || strata_oscontainer::verify(&imgref)
-    });
     if let Some(target) = &opts.target_image {
         id.image = target.clone();
     }
@@ -316,7 +312,7 @@ pub fn build(opts: &DiskOptions) -> Result<DiskResult> {
         ns: &ns,
         stage: Stage::new(staging.path()),
     };
-    let result = build.run(verified, &imgref);
+    let result = build.run(&imgref);
     // What is left of the sysroot after a failure may belong to ids only
     // the namespace has.
     let sysroot = &build.stage.sysroot;
@@ -384,17 +380,51 @@ struct Build<'a> {
 }
 
 impl Build<'_> {
-    /// The stages: deploy, the boot files, the disks written and hashed,
-    /// compression, the image's archive, then into place.
-    fn run(
-        &self,
-        verified: JoinHandle<strata_oscontainer::Result<String>>,
-        imgref: &ImageRef,
-    ) -> Result<DiskResult> {
+    /// The stages: the image's archive beside everything else; deploy,
+    /// the boot files, the disks written and hashed, compression; then
+    /// into place.
+    fn run(&self, imgref: &ImageRef) -> Result<DiskResult> {
         let started = std::time::Instant::now();
+        std::fs::create_dir_all(&self.stage.out)?;
+        std::thread::scope(|scope| {
+            // The disks name the image: it must be whole. Its archive
+            // holds every blob to its digest as it copies it, so writing
+            // it is that check too, and both happen beside the
+            // deployment, off the critical path (reading and hashing the
+            // layers once for the check and again for the archive was
+            // ~10 s at the end of an RHCOS-sized build).
+            let archive = scope.spawn(|| {
+                let a = self.write_archive(imgref);
+                tracing::debug!(elapsed = ?started.elapsed(), "image archived and verified");
+                a
+            });
+            let disks = self.write_all(started);
+            let oci_archive = match archive.join() {
+                Ok(a) => a.with_context(|| format!("image {}", self.id.image)),
+                Err(_) => bail!("archiving image {} panicked", self.id.image),
+            };
+            let (pretty, artifacts, live) = disks?;
+            let oci_archive = oci_archive?;
+            tracing::debug!(elapsed = ?started.elapsed(), "disks and archive written");
+            self.move_into_place(&pretty, artifacts, live, oci_archive)
+        })
+    }
+
+    /// Deploy, the boot files, the live media, the disks written, hashed
+    /// and (when asked) compressed: their artifacts, and os-release's
+    /// name for the records.
+    fn write_all(
+        &self,
+        started: std::time::Instant,
+    ) -> Result<(String, Vec<Artifact>, Vec<Artifact>)> {
         std::fs::create_dir_all(&self.stage.sysroot)?;
-        let deployed = self.deploy()?;
-        let deployment = self.stage.sysroot.join(&deployed.deployment);
+        let (deployed, in_memory) = self.deploy()?;
+        // A sysroot in memory is gone: what the boot files are read from
+        // was copied out of it.
+        let deployment = match &in_memory {
+            Some(mem) => mem.boot_sources.clone(),
+            None => self.stage.sysroot.join(&deployed.deployment),
+        };
         tracing::info!(elapsed = ?started.elapsed(), "deployed {}", deployed.deployment.display());
 
         // The bootloader files, from the commit's own content.
@@ -413,18 +443,12 @@ impl Build<'_> {
             Some(plan) => self.write_live(&deployment, plan, &files.pretty)?,
             None => Vec::new(),
         };
-        let mut artifacts = self.write_disks(&files, root_min)?;
-        match verified.join() {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(e).with_context(|| format!("image {}", self.id.image)),
-            Err(_) => bail!("verifying image {} panicked", self.id.image),
-        }
+        let mut artifacts = self.write_disks(&files, root_min, in_memory.is_some(), started)?;
         // Live media are published as they are (CoreOS's skip-compression).
         if self.opts.compress == Compress::Gzip {
             compress(&mut artifacts)?;
         }
-        let oci_archive = self.write_archive(imgref)?;
-        self.move_into_place(&files.pretty, artifacts, live, oci_archive)
+        Ok((files.pretty, artifacts, live))
     }
 
     /// The live ISO and PXE files, from the deployment and the sysroot.
@@ -456,7 +480,9 @@ impl Build<'_> {
     /// Deploys the commit into the staged sysroot, once, with the first
     /// platform's arguments; each disk's BLS entries get their own
     /// platform's (as coreos-assembler does).
-    fn deploy(&self) -> Result<Deployed> {
+    /// The sysroot is in memory when the answer carries [`InMemory`]
+    /// (see [`Build::in_memory`]).
+    fn deploy(&self) -> Result<(Deployed, Option<InMemory>)> {
         let (opts, id) = (self.opts, self.id);
         let mut kargs = vec![
             format!("root=UUID={}", opts.uuids.root_fs),
@@ -478,30 +504,88 @@ impl Build<'_> {
             kargs,
             origin_image: resolve::origin_reference(&id.image),
             aleph: serde_json::to_string_pretty(&meta::aleph(id))?,
+            in_memory: self.in_memory(),
         };
-        self.ns
-            .run(&Job::Deploy(job))
-            .with_context(|| format!("deploying {}", id.ostree_commit))
+        let deploying = || format!("deploying {}", id.ostree_commit);
+        match self.ns.run(&Job::Deploy(job.clone())) {
+            Ok(deployed) => Ok((deployed, job.in_memory)),
+            // The content did not fit the memory it was given: on disk.
+            Err(e) if job.in_memory.is_some() && format!("{e:#}").contains("No space left") => {
+                tracing::warn!("the sysroot did not fit in memory, deploying it on disk: {e:#}");
+                for leftover in [&self.stage.sysroot, &self.stage.boot] {
+                    self.ns.run::<()>(&Job::Remove {
+                        path: leftover.clone(),
+                    })?;
+                }
+                std::fs::create_dir_all(&self.stage.sysroot)?;
+                let job = DeployJob {
+                    in_memory: None,
+                    ..job
+                };
+                let deployed = self.ns.run(&Job::Deploy(job)).with_context(deploying)?;
+                Ok((deployed, None))
+            }
+            Err(e) => Err(e).with_context(deploying),
+        }
+    }
+
+    /// Whether the sysroot is deployed in memory ([`InMemory`]), and
+    /// where: when nothing needs it after its first disk's root
+    /// filesystem (no live media, every disk's root partition the same)
+    /// and half the memory available can hold it.
+    fn in_memory(&self) -> Option<InMemory> {
+        let size_of = |p: &Platform| self.opts.size.or(p.fixed_size);
+        let first = *self.write_order().first()?;
+        if self.live.is_some() || self.platforms.iter().any(|p| size_of(p) != size_of(first)) {
+            return None;
+        }
+        let available = memory_available()?;
+        Some(InMemory {
+            limit: available / 2,
+            disk: self.stage.dir.join(format!("{}.raw", first.name)),
+            sector_size: first.sector_size,
+            size: size_of(first),
+            root_uuid: self.opts.uuids.root_fs.clone(),
+            epoch: self.epoch,
+            boot_sources: self.stage.dir.join("boot-sources"),
+        })
+    }
+
+    /// The order the disks are written in: the raw artifacts first, so
+    /// that a converted disk can take its root filesystem from one of
+    /// them (see `write_disks`); otherwise as given.
+    fn write_order(&self) -> Vec<&'static Platform> {
+        let mut order = self.platforms.to_vec();
+        order.sort_by_key(|p| p.format.qemu_img_args().is_some());
+        order
     }
 
     /// Each platform's disk, written and hashed: its boot filesystem, a
-    /// raw disk, converted when its format is not raw. Hashing a disk
-    /// costs about as much as writing it, so each disk is hashed in a
-    /// thread of its own while the next is written and the sysroot
-    /// removed; a raw disk's part before its root filesystem was already
-    /// hashed while the root was written (see `raw::write_disk`).
-    fn write_disks(&self, files: &BootFiles, root_min: u64) -> Result<Vec<Artifact>> {
+    /// raw disk, converted when its format is not raw. Converting and
+    /// hashing a disk cost about as much as writing it, so each disk is
+    /// converted and hashed in a thread of its own while the next is
+    /// written and the sysroot removed; a raw disk's part before its root
+    /// filesystem was already hashed while the root was written (see
+    /// `raw::write_disk`).
+    fn write_disks(
+        &self,
+        files: &BootFiles,
+        root_min: u64,
+        in_memory: bool,
+        started: std::time::Instant,
+    ) -> Result<Vec<Artifact>> {
         let (opts, id, ns, stage) = (self.opts, self.id, self.ns, &self.stage);
-        std::fs::create_dir_all(&stage.out)?;
         std::thread::scope(|scope| -> Result<Vec<Artifact>> {
             let mut hashing = Vec::new();
             // The first raw disk written, with its root partition: the
             // root filesystem of every later disk whose root partition is
             // the same is copied from it. A converted disk's raw stays
-            // until the last disk is written.
+            // until the last disk is written and converted.
             let mut first_root: Option<(PathBuf, layout::Part)> = None;
+            // The raw artifacts written, with their layouts.
+            let mut raws: Vec<(PathBuf, layout::Layout)> = Vec::new();
             let mut converted_raws = Vec::new();
-            for p in self.platforms {
+            for p in self.write_order() {
                 let t = std::time::Instant::now();
                 let boot_p = stage.dir.join(format!("boot-{}", p.name));
                 fs::copy_tree(&stage.boot, &boot_p)?;
@@ -514,10 +598,26 @@ impl Build<'_> {
                     &opts.uuids,
                 )?;
                 let converted = p.format.qemu_img_args();
-                let root_from = first_root
-                    .as_ref()
-                    .filter(|(_, part)| part == lay.root())
-                    .map(|(path, _)| path.as_path());
+                // A disk to convert whose layout a raw artifact has
+                // differs from it only before the root partition (the
+                // boot filesystem's kernel arguments): its raw holds that
+                // part, and the conversion reads the rest from the
+                // artifact (qemu-img concatenates its sources; the same
+                // bytes as from a whole raw), so the root filesystem is
+                // not copied once more only to be read.
+                let borrowed = converted
+                    .and(raws.iter().find(|(_, l)| *l == lay))
+                    .map(|(path, _)| path.clone());
+                let root = match &first_root {
+                    _ if borrowed.is_some() => raw::Root::Elsewhere,
+                    Some((path, part)) if part == lay.root() => raw::Root::CopyFrom(path),
+                    // The deployment wrote the first disk's root (see
+                    // `Build::in_memory`, which holds the others to the
+                    // same partition).
+                    None if in_memory => raw::Root::Written,
+                    _ if in_memory => bail!("{}: the sysroot is gone", p.name),
+                    _ => raw::Root::Tree(&stage.sysroot),
+                };
                 let prefix_hashed = raw::write_disk(
                     ns,
                     &raw,
@@ -525,12 +625,11 @@ impl Build<'_> {
                     &raw::Sources {
                         esp: &stage.esp,
                         boot: &boot_p,
-                        root: &stage.sysroot,
+                        root,
                         boot_img: &files.boot_img,
                         core_img: &files.core_img,
                         uuids: &opts.uuids,
                         epoch: self.epoch,
-                        root_from,
                     },
                     converted.is_none(),
                 )?;
@@ -545,45 +644,61 @@ impl Build<'_> {
                 let kept = match converted {
                     None => {
                         std::fs::rename(&raw, &dest)?;
+                        raws.push((dest.clone(), lay.clone()));
                         dest.clone()
                     }
-                    Some(args) => {
+                    Some(_) => {
                         strata_process::require("qemu-img")?;
-                        strata_process::run(
-                            Command::new("qemu-img")
-                                .args(["convert", "-f", "raw"])
-                                .args(args)
-                                .arg(&raw)
-                                .arg(&dest),
-                        )?;
                         converted_raws.push(raw.clone());
-                        raw
+                        raw.clone()
                     }
                 };
-                if first_root.is_none() {
+                if first_root.is_none() && borrowed.is_none() {
                     first_root = Some((kept, lay.root().clone()));
                 }
                 tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
                 let hash = scope.spawn({
                     let dest = dest.clone();
-                    move || match prefix_hashed {
-                        Some(hasher) => hasher.finish(),
-                        None => hash::hash_file(&dest),
+                    move || -> Result<(u64, String)> {
+                        if let Some(args) = converted {
+                            let t = std::time::Instant::now();
+                            let mut cmd = Command::new("qemu-img");
+                            cmd.arg("convert");
+                            match &borrowed {
+                                None => cmd.args(["-f", "raw"]).arg(&raw),
+                                Some(from) => {
+                                    let root = lay.root().start;
+                                    cmd.arg("--image-opts")
+                                        .arg(raw_slice(&raw, 0, Some(root)))
+                                        .arg(raw_slice(from, root, None))
+                                }
+                            };
+                            strata_process::run(cmd.args(args).arg(&dest))?;
+                            tracing::debug!(elapsed = ?t.elapsed(), "converted {}", dest.display());
+                        }
+                        let hashed = match prefix_hashed {
+                            Some(hasher) => hasher.finish(),
+                            None => hash::hash_file(&dest),
+                        };
+                        tracing::debug!(elapsed = ?started.elapsed(), "hashed {}", dest.display());
+                        hashed
                     }
                 });
                 hashing.push((p, dest, hash));
             }
-            for raw in converted_raws {
-                std::fs::remove_file(&raw)
-                    .with_context(|| format!("removing {}", raw.display()))?;
-            }
+            tracing::debug!(elapsed = ?started.elapsed(), "every disk written");
             // The sysroot is no longer needed: removing thousands of files
-            // waits on the filesystem's journal, so it overlaps the hashing.
+            // waits on the filesystem's journal, so it overlaps the
+            // conversions and the hashing.
             let cleanup = scope.spawn(|| {
-                ns.run::<()>(&Job::Remove {
+                let removed = ns.run::<()>(&Job::Remove {
                     path: stage.sysroot.clone(),
-                })
+                });
+                tracing::debug!(elapsed = ?started.elapsed(), "sysroot removed");
+                removed
             });
+            // In the order given.
+            hashing.sort_by_key(|(p, _, _)| self.platforms.iter().position(|q| q.name == p.name));
             let artifacts = hashing
                 .into_iter()
                 .map(|(p, path, hash)| {
@@ -598,6 +713,11 @@ impl Build<'_> {
                     })
                 })
                 .collect::<Result<Vec<_>>>();
+            for raw in converted_raws {
+                if let Err(e) = std::fs::remove_file(&raw) {
+                    tracing::warn!("removing {}: {e}", raw.display());
+                }
+            }
             if let Ok(Err(e)) = cleanup.join() {
                 tracing::warn!("removing the sysroot: {e:#}");
             }
@@ -779,9 +899,53 @@ fn foreign_record(id: &Identity, pretty_name: &str, epoch: i64) -> BuildMeta {
     }
 }
 
+/// A `qemu-img --image-opts` source: `len` bytes (to the end without)
+/// of the raw file `path` from `offset`.
+fn raw_slice(path: &Path, offset: u64, len: Option<u64>) -> std::ffi::OsString {
+    let mut opts = std::ffi::OsString::from(format!("driver=raw,offset={offset},"));
+    if let Some(len) = len {
+        opts.push(format!("size={len},"));
+    }
+    opts.push("file.driver=file,file.filename=");
+    // A comma inside a value is written twice.
+    opts.push(path.to_string_lossy().replace(',', ",,"));
+    opts
+}
+
+/// MemAvailable of /proc/meminfo, in bytes.
+fn memory_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}
+
 fn write(path: &Path, content: &[u8]) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     std::fs::write(path, content).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_slices_for_qemu_img() {
+        assert_eq!(
+            raw_slice(Path::new("/w/tmp/qemu.raw"), 0, Some(512)),
+            "driver=raw,offset=0,size=512,file.driver=file,file.filename=/w/tmp/qemu.raw"
+        );
+        assert_eq!(
+            raw_slice(Path::new("/w,x/metal.raw"), 537919488, None),
+            "driver=raw,offset=537919488,file.driver=file,file.filename=/w,,x/metal.raw"
+        );
+    }
 }

@@ -21,16 +21,28 @@ use crate::{bootloader, fs, layout, write, Uuids};
 pub(crate) struct Sources<'a> {
     pub(crate) esp: &'a Path,
     pub(crate) boot: &'a Path,
-    pub(crate) root: &'a Path,
+    pub(crate) root: Root<'a>,
     pub(crate) boot_img: &'a [u8],
     pub(crate) core_img: &'a [u8],
     pub(crate) uuids: &'a Uuids,
     pub(crate) epoch: i64,
+}
+
+/// Where a disk's root filesystem comes from.
+pub(crate) enum Root<'a> {
+    /// `mkfs.ext4 -d` of this tree (the sysroot).
+    Tree(&'a Path),
     /// A disk written before whose root partition lies where this one's
     /// does and holds the same filesystem: its bytes are copied rather
     /// than made again (the root filesystem does not differ between
     /// platforms: same tree, size, label, UUID and times).
-    pub(crate) root_from: Option<&'a Path>,
+    CopyFrom(&'a Path),
+    /// Already in the disk file, which exists at its size: the deployment
+    /// wrote it (its sysroot in memory, see [`crate::deploy::InMemory`]).
+    Written,
+    /// Left out: only the part before it is read from this disk (a disk
+    /// converted with another's root filesystem and what follows it).
+    Elsewhere,
 }
 
 /// Partitions `raw`, writes the BIOS boot code and the three filesystems.
@@ -46,15 +58,25 @@ pub(crate) fn write_disk(
     src: &Sources,
     hash: bool,
 ) -> Result<Option<FileHasher>> {
-    let file = std::fs::File::create(raw).with_context(|| format!("creating {}", raw.display()))?;
-    file.set_len(lay.disk_size)?;
-    drop(file);
+    if !matches!(src.root, Root::Written) {
+        let file =
+            std::fs::File::create(raw).with_context(|| format!("creating {}", raw.display()))?;
+        file.set_len(lay.disk_size)?;
+        drop(file);
+    } else if std::fs::metadata(raw)?.len() != lay.disk_size {
+        bail!(
+            "{} is not the disk its root filesystem was written for",
+            raw.display()
+        );
+    }
     let script = lay.sfdisk_script();
     if lay.sector_size == 512 {
         strata_process::require("sfdisk")?;
         strata_process::run_with_input(
             Command::new("sfdisk")
                 .args(["--quiet", "--no-reread", "--no-tell-kernel"])
+                // A root filesystem may already be in place (`Root::Written`).
+                .args(["--wipe", "never", "--wipe-partitions", "never"])
                 .arg(raw),
             Some(script.as_bytes()),
         )
@@ -69,6 +91,7 @@ pub(crate) fn write_disk(
             Command::new("fdisk")
                 .arg("--sector-size")
                 .arg(lay.sector_size.to_string())
+                .args(["--wipe", "never", "--wipe-partitions", "never"])
                 .arg(raw),
             Some(format!("I\n{}\nw\n", script_path.display()).as_bytes()),
         )
@@ -118,10 +141,10 @@ pub(crate) fn write_disk(
         })
     };
     ns.run::<()>(&ext4(lay.boot(), "boot", &src.uuids.boot_fs, src.boot))?;
-    let root = ext4(lay.root(), "root", &src.uuids.root_fs, src.root);
-    let write_root = || match src.root_from {
-        Some(from) => fs::copy_range(from, raw, lay.root().start, lay.root().size),
-        None => ns.run::<()>(&root),
+    let write_root = || match src.root {
+        Root::Tree(tree) => ns.run::<()>(&ext4(lay.root(), "root", &src.uuids.root_fs, tree)),
+        Root::CopyFrom(from) => fs::copy_range(from, raw, lay.root().start, lay.root().size),
+        Root::Written | Root::Elsewhere => Ok(()),
     };
     if !hash {
         write_root()?;

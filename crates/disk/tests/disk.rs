@@ -495,6 +495,24 @@ fn non_root_rebuild_is_byte_identical() {
     assert_eq!(r["ostree_commit"], built().ostree_commit.as_str());
 }
 
+/// With metal in the same build, qemu's qcow2 is converted from its own
+/// raw's first part and metal's root filesystem; alone, from a whole raw
+/// of its own, with the sysroot in memory. The same bytes either way.
+#[test]
+fn a_qcow2_converted_with_metals_root_equals_one_made_alone() {
+    let first = artifact("qemu").sha256.clone();
+    let (w, _, tag) = workdir();
+    let w2 = fresh_workdir("work-qemu-alone", 0);
+    let image = format!("oci:{}:{tag}", w.join("oci").display());
+    let r = build_as(0, &w2, &image, "qemu", Some(TARGET)).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r["artifacts"][0]["platform"], "qemu");
+    assert_eq!(
+        r["artifacts"][0]["sha256"],
+        first.as_str(),
+        "same commit, same bytes"
+    );
+}
+
 /// Root of a user namespace someone else made (a pod with hostUsers:
 /// false) under no_new_privs (allowPrivilegeEscalation: false), as the
 /// Tekton disk task runs: the deployment's child gets a mount namespace,
