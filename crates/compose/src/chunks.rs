@@ -18,7 +18,8 @@
 //! compose time from the tree's content). Files whose size differs from the
 //! size their package declares (rewritten by compose: os-release, passwd)
 //! are left to oscontainer's "unpackaged" component, so they do not drag a
-//! package's layer along with every build.
+//! package's layer along with every build. The EFI payload compose moved to
+//! `/usr/lib/bootupd/updates` stays its packages' (shim, GRUB).
 //!
 //! This module must not decide layers itself.
 
@@ -116,9 +117,14 @@ pub fn content_map(rpmdb: &Path, kver: &str, history: &ChangeHistory) -> Result<
             declared.insert(name, f);
             map.add_component(name, f);
         }
-        match size.parse::<u64>() {
-            Ok(s) => map.assign_sized(path, name, s),
-            Err(_) => map.assign(path, name),
+        // The EFI payload is in the commit where compose moved it, and
+        // still its package's: it changes when shim or GRUB do.
+        let moved = strata_rootfs::bootupd::payload_path(path);
+        for p in std::iter::once(path).chain(moved.as_deref()) {
+            match size.parse::<u64>() {
+                Ok(s) => map.assign_sized(p, name, s),
+                Err(_) => map.assign(p, name),
+            }
         }
     }
     map.add_component(KERNEL_IMAGE, most + 1);
