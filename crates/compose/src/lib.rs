@@ -43,7 +43,7 @@ use strata_workdir::{BuildEntry, Workdir};
 use build::Build;
 use lockfile::check_against_lockfile;
 
-pub use chunks::{content_map, ChangeHistory, KERNEL_IMAGE};
+pub use chunks::{content_map, ChangeHistory, INITRAMFS};
 pub use lockfile::{LockedPackage, Lockfile, FILE_NAME as LOCKFILE_NAME};
 pub use passwd::Accounts;
 pub use policy::{OnlyInDisallowedRepo, PolicyError, Rule, Violation};

@@ -292,7 +292,7 @@ fn demo_base_follows_the_conventions() {
     // Regression: an invalid rpm query format (rpm exits 0 on it) once left
     // every file "unpackaged", so chunking saw no packages at all.
     let layer_map = std::fs::read_to_string(r.build_dir.join("layer-map.json")).unwrap();
-    for component in ["openssh-server", "kernel-modules", "kernel-image"] {
+    for component in ["openssh-server", "kernel-modules", "initramfs"] {
         assert!(
             layer_map.contains(&format!("\"{component}\"")),
             "{component} in {layer_map}"
@@ -938,4 +938,74 @@ fn overrides_files_pin_packages_over_the_lockfile() {
     let e = format!("{:#}", pinned.unwrap_err());
     assert!(e.contains("openssl-libs-"), "{e}");
     assert!(!e.contains('\n'), "one line: {e}");
+}
+
+/// The z-stream composed in the GA build's workdir: a client holding the
+/// GA image downloads the commit layer, the content compose generated
+/// (rpmdb, os-release: "unpackaged"), the initramfs (it copies the
+/// rebuilt glibc) and one layer for each package whose files changed,
+/// holding nothing else. The fixture's z-stream kernel differs from GA's
+/// by its image only (docs/fixture.md): kernel-core's layer changes,
+/// kernel-modules' keeps its bytes.
+#[test]
+fn a_zstream_downloads_only_the_layers_of_what_it_changed() {
+    let _serial = serial();
+    let (shared, ga) = demo();
+    let f = fixture();
+    let d = tempfile::tempdir().unwrap();
+    let w = d.path().join("work");
+    run(Command::new("cp").arg("-a").arg(shared.path()).arg(&w));
+    let vars = Vars::from_assignments([
+        format!("fixture={}", f.root.display()),
+        "snapshot=20261115".to_string(),
+    ])
+    .unwrap();
+    let z = compose(
+        &ComposeOptions::new(demo_manifest(), &w, installer())
+            .vars(vars)
+            .source_date_epoch(None),
+    )
+    .unwrap();
+    assert!(z.changed);
+    let image = |r: &ComposeResult| strata_oscontainer::ImageRef::parse(&r.image, None).unwrap();
+    let diff = strata_oscontainer::diff(
+        &image(ga),
+        &image(&z),
+        &strata_oscontainer::TransportOptions::default(),
+    )
+    .unwrap();
+    let changed: Vec<&str> = diff
+        .packages_changed
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            "glibc",
+            "kernel",
+            "kernel-core",
+            "kernel-modules",
+            "openssl-libs",
+            "sudo"
+        ]
+    );
+    let downloaded: std::collections::BTreeSet<Vec<String>> = diff
+        .layers_added
+        .iter()
+        .map(|l| l.components.clone())
+        .collect();
+    let want: std::collections::BTreeSet<Vec<String>> = [
+        &[][..],
+        &["unpackaged"],
+        &["initramfs"],
+        &["kernel-core"],
+        &["glibc"],
+        &["openssl-libs"],
+        &["sudo"],
+    ]
+    .iter()
+    .map(|c| c.iter().map(|s| s.to_string()).collect())
+    .collect();
+    assert_eq!(downloaded, want, "{:#?}", diff.layers_added);
 }

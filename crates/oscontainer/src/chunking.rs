@@ -38,7 +38,9 @@ pub struct Component {
     pub name: String,
     /// Bytes of content (uncompressed).
     pub size: u64,
-    /// How often it changes; higher means more often. Only the order matters.
+    /// How often it changes: the chunker takes a component of frequency `f`
+    /// to be `f + 1` times as likely to change in an update as one of
+    /// frequency 0 (never seen changing).
     pub change_frequency: u32,
     /// Identifies the component's content (e.g. a digest of its files); a
     /// component whose fingerprint differs from the previous build's makes
@@ -537,6 +539,72 @@ mod tests {
             assert_eq!(got, want, "{}", case.name);
             if case.max_layers > 1 {
                 check_invariants(&map, &case.components);
+            }
+        }
+    }
+
+    /// The shape of the RHCOS-sized fixture's base: a few huge stable
+    /// packages, hundreds of stable small ones, a score already rebuilt for
+    /// z-streams (weighed 33 or 65 by compose), the initramfs above them
+    /// and the generated content above everything. No layer mixes a
+    /// volatile component with a stable one, and every volatile component
+    /// of a few MB has a layer of its own: a z-stream of those downloads
+    /// nothing it did not change.
+    #[test]
+    fn volatile_components_get_layers_of_their_own_among_many_stable_ones() {
+        let mut components: Vec<Component> = [430u64, 232, 108, 93, 57, 40, 33]
+            .iter()
+            .enumerate()
+            .map(|(i, mb)| comp(&format!("huge{i}"), mb * 1_000_000, 0))
+            .collect();
+        components.extend(
+            (0..450u64).map(|i| comp(&format!("stable{i:03}"), (i * 7919) % 6_000_000 + 20_000, 0)),
+        );
+        let volatile: Vec<Component> = [
+            ("kernel-core", 14_898, 32),
+            ("glibc", 14_595, 64),
+            ("kernel-modules", 14_535, 32),
+            ("systemd", 12_720, 32),
+            ("systemd-udev", 10_985, 32),
+            ("NetworkManager", 6_200, 32),
+            ("openssl-libs", 5_657, 32),
+            ("shim-x64", 4_142, 32),
+            ("sudo", 3_400, 32),
+            ("grub2-pc-modules", 2_427, 32),
+            ("libgcrypt", 1_337, 32),
+            ("vim-minimal", 1_300, 32),
+            ("bash", 1_293, 32),
+            ("systemd-libs", 1_027, 32),
+            ("grub2-efi-x64", 970, 32),
+            ("xz-libs", 190, 32),
+            ("lz4-libs", 149, 32),
+            ("zlib", 121, 32),
+            ("libcap", 69, 32),
+            ("initramfs", 15_940, 65),
+            ("generated", 9_000, u32::MAX),
+        ]
+        .iter()
+        .map(|(name, kb, f)| comp(name, kb * 1000, *f))
+        .collect();
+        components.extend(volatile.iter().cloned());
+        let map = LayerMap::plan(&components, 64, None).unwrap();
+        check_invariants(&map, &components);
+        let bin_of = map.bin_of();
+        for v in &volatile {
+            let bin = &map.bins[bin_of[v.name.as_str()]];
+            let with_stable = bin
+                .components
+                .iter()
+                .any(|c| !volatile.iter().any(|v| &v.name == c));
+            assert!(!with_stable, "{} shares {:?}", v.name, bin.components);
+            if v.size >= 3_000_000 {
+                assert_eq!(
+                    bin.components.len(),
+                    1,
+                    "{} shares {:?}",
+                    v.name,
+                    bin.components
+                );
             }
         }
     }

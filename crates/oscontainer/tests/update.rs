@@ -183,8 +183,8 @@ fn snapshot_tree(
 }
 
 /// The chunking input compose gives: packages as components (sizes
-/// checked), the kernel image and initramfs their own, packages already
-/// rebuilt for a z-stream (`.el8_N`) expected to change.
+/// checked), the initramfs its own, packages already rebuilt for a
+/// z-stream (`.el8_N`) weighed as 33 times likelier to change.
 fn packages_map(tree: &std::path::Path, kver: &str) -> strata_oscontainer::ContentMap {
     let out = run(std::process::Command::new("rpm")
         .arg("--dbpath")
@@ -197,13 +197,14 @@ fn packages_map(tree: &std::path::Path, kver: &str) -> strata_oscontainer::Conte
     let mut m = strata_oscontainer::ContentMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.splitn(4, '\t').collect();
-        m.add_component(f[0], u32::from(f[1].contains(".el8_")));
+        m.add_component(f[0], 32 * u32::from(f[1].contains(".el8_")));
         m.assign_sized(f[3], f[0], f[2].parse().unwrap());
     }
-    m.add_component("kernel-image", 2);
-    for f in ["vmlinuz", "initramfs.img"] {
-        m.assign(&format!("/usr/lib/modules/{kver}/{f}"), "kernel-image");
-    }
+    m.add_component("initramfs", 33);
+    m.assign(
+        &format!("/usr/lib/modules/{kver}/initramfs.img"),
+        "initramfs",
+    );
     m
 }
 
@@ -258,16 +259,17 @@ fn zstream_update_downloads_at_most_one_and_a_half_times_the_changed_packages() 
         .collect();
     let download: u64 = new_layers.iter().map(|l| l.size).sum();
     // Exactly the layers of what changed: the commit layer, the unpackaged
-    // content (rpmdb, os-release), the kernel image, and one layer per
+    // content (rpmdb, os-release), the initramfs, and one layer per
     // changed package holding nothing else (kernel has no files). The
     // fixture's z-stream kernel is its one Debian build again, under the
     // same kver with the same modules (docs/fixture.md): only its image
-    // changes, so kernel-core and kernel-modules keep their layers.
+    // changes, so kernel-core's layer changes and kernel-modules' stays.
     let got: BTreeSet<Vec<String>> = new_layers.iter().map(|l| l.components.clone()).collect();
     let want: BTreeSet<Vec<String>> = [
         vec![],
         vec!["unpackaged".to_string()],
-        vec!["kernel-image".to_string()],
+        vec!["initramfs".to_string()],
+        vec!["kernel-core".to_string()],
         vec!["glibc".to_string()],
         vec!["openssl-libs".to_string()],
         vec!["sudo".to_string()],

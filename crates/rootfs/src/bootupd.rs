@@ -118,6 +118,14 @@ pub fn generate_update_metadata(root: &Path, owners: Owners) -> Result<Payload> 
     Ok(payload)
 }
 
+/// Where [`generate_update_metadata`] moves the file a package installed
+/// at `installed` (absolute, as the rpmdb lists it): `None` when the path
+/// is not under `/boot/efi/EFI`.
+pub fn payload_path(installed: &str) -> Option<String> {
+    let rest = installed.strip_prefix('/')?.strip_prefix(ESP_EFI)?;
+    (rest.is_empty() || rest.starts_with('/')).then(|| format!("/{UPDATES_DIR}/EFI{rest}"))
+}
+
 /// The same rules for a release layer on a base whose payload compose
 /// already placed: the layer's packages may not change the EFI payload
 /// (nodes update the ESP from the base's [`UPDATES_DIR`] only, so a
@@ -411,5 +419,20 @@ mod tests {
             .unwrap();
         let err = generate_update_metadata(d.path(), &fixture_owners).unwrap_err();
         assert!(format!("{err:#}").contains("only regular files"), "{err:#}");
+    }
+
+    #[test]
+    fn payload_paths() {
+        assert_eq!(
+            payload_path("/boot/efi/EFI/redhat/shimx64.efi").as_deref(),
+            Some("/usr/lib/bootupd/updates/EFI/redhat/shimx64.efi")
+        );
+        assert_eq!(
+            payload_path("/boot/efi/EFI").as_deref(),
+            Some("/usr/lib/bootupd/updates/EFI")
+        );
+        assert_eq!(payload_path("/boot/efi/EFIX/a"), None);
+        assert_eq!(payload_path("/boot/grub2/grubenv"), None);
+        assert_eq!(payload_path("boot/efi/EFI/BOOT/BOOTX64.EFI"), None);
     }
 }
