@@ -573,11 +573,10 @@ fn parse_trace(text: &str, program: &str) -> Result<BTreeMap<String, bool>> {
             bail!("the trace has an execveat: {line}");
         }
         if let Some(rest) = call.strip_prefix("execve(\"") {
-            let path = rest.split('"').next().unwrap_or_default();
-            if path.contains('\\') || !path.starts_with('/') {
-                bail!("the trace has an execution strata cannot place: {line}");
-            }
-            read.insert(path.to_string(), true);
+            let path = unescape(quoted(rest))
+                .filter(|p| p.starts_with('/'))
+                .with_context(|| format!("the trace has an execution strata cannot place: {line}"))?;
+            read.insert(path, true);
             continue;
         }
         // `… = 3</usr/lib64/libc.so.6>`, possibly on a resumed line.
@@ -587,12 +586,72 @@ fn parse_trace(text: &str, program: &str) -> Result<BTreeMap<String, bool>> {
         if path.ends_with(" (deleted)") {
             continue;
         }
-        if path.contains('\\') || !path.starts_with('/') {
-            bail!("the trace has a path strata cannot place: {line}");
-        }
-        read.entry(path.to_string()).or_insert(false);
+        let path = unescape(path)
+            .filter(|p| p.starts_with('/'))
+            .with_context(|| format!("the trace has a path strata cannot place: {line}"))?;
+        read.entry(path).or_insert(false);
     }
     Ok(read)
+}
+
+/// The text of a C string strace printed, up to its closing quote
+/// (`rest` starts after the opening one).
+fn quoted(rest: &str) -> &str {
+    let mut escaped = false;
+    for (i, c) in rest.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '"' => return &rest[..i],
+            _ => {}
+        }
+    }
+    rest
+}
+
+/// A string as strace escapes it (`\\`, `\"`, `\n`…, `\ooo`, `\xhh`),
+/// unescaped; `None` when it is not UTF-8 or an escape is unknown.
+fn unescape(s: &str) -> Option<String> {
+    if !s.contains('\\') {
+        return Some(s.to_string());
+    }
+    let mut out = Vec::new();
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            out.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        let c = *bytes.get(i + 1)?;
+        i += 2;
+        match c {
+            b'\\' | b'"' | b'\'' | b'<' | b'>' => out.push(c),
+            b'n' => out.push(b'\n'),
+            b't' => out.push(b'\t'),
+            b'r' => out.push(b'\r'),
+            b'v' => out.push(0x0b),
+            b'f' => out.push(0x0c),
+            b'x' => {
+                let hex = s.get(i..i + 2)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b'0'..=b'7' => {
+                let mut v = u32::from(c - b'0');
+                let mut n = 1;
+                while n < 3 && i < bytes.len() && (b'0'..=b'7').contains(&bytes[i]) {
+                    v = v * 8 + u32::from(bytes[i] - b'0');
+                    i += 1;
+                    n += 1;
+                }
+                out.push(u8::try_from(v).ok()?);
+            }
+            _ => return None,
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// A trace line without its leading process id.
@@ -706,13 +765,33 @@ mod tests {
     #[test]
     fn a_trace_with_paths_it_cannot_place_is_refused() {
         for bad in [
-            "9 openat(AT_FDCWD</>, \"x\", O_RDONLY) = 3</usr/lib/a\\nb>",
+            "9 openat(AT_FDCWD</>, \"x\", O_RDONLY) = 3</usr/lib/a\\qb>",
+            "9 openat(AT_FDCWD</>, \"x\", O_RDONLY) = 3<usr/lib/a>",
             "9 execve(\"./run\", [\"run\"], 0x1 /* 1 var */) = 0",
             "9 execveat(3</usr/bin>, \"x\", [], 0x1, 0) = 0",
         ] {
             let trace = format!("1 execve(\"/usr/bin/dracut\", [], 0x1) = 0\n{bad}\n");
             assert!(parse_trace(&trace, "/usr/bin/dracut").is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn escaped_paths_are_read_as_the_bytes_they_name() {
+        let trace = "1 execve(\"/usr/bin/dracut\", [], 0x1) = 0\n\
+            2 openat(AT_FDCWD</>, \"u\", O_RDONLY) = 3</usr/lib/systemd/system/a\\x2db.slice>\n\
+            2 openat(AT_FDCWD</>, \"u\", O_RDONLY) = 3</usr/lib/a\\\\b\\076>\n\
+            3 execve(\"/usr/bin/a\\\"b\", [], 0x1) = 0\n";
+        let read = parse_trace(trace, "/usr/bin/dracut").unwrap();
+        let paths: Vec<&str> = read.keys().map(String::as_str).collect();
+        assert_eq!(
+            paths,
+            [
+                "/usr/bin/a\"b",
+                "/usr/bin/dracut",
+                "/usr/lib/a\\b>",
+                "/usr/lib/systemd/system/a-b.slice"
+            ]
+        );
     }
 
     #[test]
