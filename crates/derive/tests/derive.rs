@@ -1099,7 +1099,11 @@ fn a_kubelet_override_rebuild_reuses_the_initramfs_and_gives_the_same_bytes() {
     let regenerated = derive_in(b, &ocp413(), &kubelet(1)).unwrap().remove(0);
     assert_eq!(initramfs_cache_entries(b).len(), 1, "recorded again");
     assert_eq!(
-        (&regenerated.version, &regenerated.digest, &regenerated.ostree_commit),
+        (
+            &regenerated.version,
+            &regenerated.digest,
+            &regenerated.ostree_commit
+        ),
         (&second.version, &second.digest, &second.ostree_commit),
         "reused or made again, the same image and commit"
     );

@@ -4,9 +4,8 @@
 //! Three uses: the device nodes an initramfs generator run without mknod
 //! leaves out ([`append_device_nodes`]), the live root image's one
 //! member (strata-disk), and the names an initramfs holds
-//! ([`member_names`], for the initramfs cache).
+//! ([`read_members`], for the initramfs cache).
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::Path;
 
@@ -104,22 +103,25 @@ pub fn append_device_nodes(path: &Path, epoch: i64) -> std::io::Result<()> {
     f.write_all(&archive)
 }
 
-/// The names of the members of an initrd as the kernel unpacks it:
-/// uncompressed newc archives and gzip members holding them, one after
-/// another, with zeros between them. `None` when a part is neither (an
-/// image compressed otherwise): the caller cannot know its members.
-pub fn member_names(image: &[u8]) -> std::io::Result<Option<BTreeSet<String>>> {
-    let mut names = BTreeSet::new();
+/// Calls `visit` with the name, mode and data of each member of an initrd
+/// as the kernel unpacks it: uncompressed newc archives and gzip members
+/// holding them, one after another, with zeros between them. `false`
+/// when a part is neither (an image compressed otherwise): the caller
+/// cannot know all its members.
+pub fn read_members(
+    image: &[u8],
+    visit: &mut dyn FnMut(&str, u32, &[u8]),
+) -> std::io::Result<bool> {
     let mut rest = image;
     loop {
         while let [0, tail @ ..] = rest {
             rest = tail;
         }
         if rest.is_empty() {
-            return Ok(Some(names));
+            return Ok(true);
         }
         if rest.starts_with(b"070701") {
-            rest = read_archive(rest, &mut names)?;
+            rest = read_archive(rest, visit)?;
         } else if rest.starts_with(&[0x1f, 0x8b]) {
             let mut decoder = flate2::bufread::GzDecoder::new(rest);
             let mut inner = Vec::new();
@@ -134,30 +136,35 @@ pub fn member_names(image: &[u8]) -> std::io::Result<Option<BTreeSet<String>>> {
                     break;
                 }
                 if !tail.starts_with(b"070701") {
-                    return Ok(None);
+                    return Ok(false);
                 }
-                tail = read_archive(tail, &mut names)?;
+                tail = read_archive(tail, visit)?;
             }
         } else {
-            return Ok(None);
+            return Ok(false);
         }
     }
 }
 
 /// Reads one newc archive at the start of `bytes` up to its trailer;
 /// returns what follows it.
-fn read_archive<'a>(mut bytes: &'a [u8], names: &mut BTreeSet<String>) -> std::io::Result<&'a [u8]> {
-    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("cpio: {what}"));
+fn read_archive<'a>(
+    mut bytes: &'a [u8],
+    visit: &mut dyn FnMut(&str, u32, &[u8]),
+) -> std::io::Result<&'a [u8]> {
+    let bad =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("cpio: {what}"));
     let mut at = 0u64;
     loop {
         if bytes.len() < 110 || !bytes.starts_with(b"070701") {
             return Err(bad("a newc header was expected"));
         }
         let field = |i: usize| -> std::io::Result<u64> {
-            let hex = std::str::from_utf8(&bytes[6 + 8 * i..14 + 8 * i]).map_err(|_| bad("header"))?;
+            let hex =
+                std::str::from_utf8(&bytes[6 + 8 * i..14 + 8 * i]).map_err(|_| bad("header"))?;
             u64::from_str_radix(hex, 16).map_err(|_| bad("header"))
         };
-        let (size, namesize) = (field(6)?, field(11)?);
+        let (mode, size, namesize) = (field(1)?, field(6)?, field(11)?);
         let name_end = 110 + usize::try_from(namesize).map_err(|_| bad("name size"))?;
         let data_start = name_end + pad4(at + name_end as u64);
         let data_end = usize::try_from(size)
@@ -165,7 +172,8 @@ fn read_archive<'a>(mut bytes: &'a [u8], names: &mut BTreeSet<String>) -> std::i
             .and_then(|s| data_start.checked_add(s))
             .filter(|&e| e <= bytes.len() && name_end <= bytes.len() && namesize > 0)
             .ok_or_else(|| bad("an entry runs past the end"))?;
-        let name = std::str::from_utf8(&bytes[110..name_end - 1]).map_err(|_| bad("a name is not UTF-8"))?;
+        let name = std::str::from_utf8(&bytes[110..name_end - 1])
+            .map_err(|_| bad("a name is not UTF-8"))?;
         let next = data_end + pad4(at + data_end as u64);
         let next = next.min(bytes.len());
         if name == "TRAILER!!!" {
@@ -173,7 +181,7 @@ fn read_archive<'a>(mut bytes: &'a [u8], names: &mut BTreeSet<String>) -> std::i
         }
         let name = name.trim_start_matches("./");
         if !name.is_empty() && name != "." {
-            names.insert(name.to_string());
+            visit(name, mode as u32, &bytes[data_start..data_end]);
         }
         at += next as u64;
         bytes = &bytes[next..];
@@ -183,6 +191,7 @@ fn read_archive<'a>(mut bytes: &'a [u8], names: &mut BTreeSet<String>) -> std::i
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn entries_are_newc_and_aligned() {
@@ -215,7 +224,14 @@ mod tests {
     fn member_names_cross_gzip_and_plain_archives() {
         let mut plain = Vec::new();
         for (ino, name) in [(1, "usr"), (2, "usr/bin/sh")] {
-            plain.extend(entry(&Entry { ino, mode: 0o100_644, mtime: 0, size: 3, rdev: (0, 0), name }));
+            plain.extend(entry(&Entry {
+                ino,
+                mode: 0o100_644,
+                mtime: 0,
+                size: 3,
+                rdev: (0, 0),
+                name,
+            }));
             plain.extend(b"abc\0");
         }
         plain.extend(entry(&Entry::trailer()));
@@ -227,8 +243,16 @@ mod tests {
         std::fs::write(&p, &image).unwrap();
         append_device_nodes(&p, 7).unwrap();
         image = std::fs::read(&p).unwrap();
-        let names = member_names(&image).unwrap().unwrap();
-        assert!(names.contains("usr/bin/sh") && names.contains("dev/console"), "{names:?}");
-        assert_eq!(member_names(b"\x28\xb5\x2f\xfd").unwrap(), None);
+        let mut names = BTreeSet::new();
+        assert!(read_members(&image, &mut |n, _, data| {
+            names.insert((n.to_string(), data.to_vec()));
+        })
+        .unwrap());
+        assert!(
+            names.contains(&("usr/bin/sh".into(), b"abc".to_vec())),
+            "{names:?}"
+        );
+        assert!(names.contains(&("dev/console".into(), vec![])), "{names:?}");
+        assert!(!read_members(b"\x28\xb5\x2f\xfd", &mut |_, _, _| {}).unwrap());
     }
 }

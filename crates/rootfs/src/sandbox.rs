@@ -107,12 +107,23 @@ pub fn run_in_tree_traced(
     let mut cmd = Command::new("strace");
     // Only the traced calls stop the program (seccomp), and only
     // successful ones are written: a failed open reads nothing.
-    cmd.args(["-f", "-qq", "-y", "--seccomp-bpf", "-e", "status=successful"])
-        .args(["-e", "trace=open,openat,openat2,creat,execve,execveat", "-o"])
-        .arg(trace)
-        .arg("--")
-        .arg(bwrap.get_program())
-        .args(bwrap.get_args());
+    cmd.args([
+        "-f",
+        "-qq",
+        "-y",
+        "--seccomp-bpf",
+        "-e",
+        "status=successful",
+    ])
+    .args([
+        "-e",
+        "trace=open,openat,openat2,creat,execve,execveat",
+        "-o",
+    ])
+    .arg(trace)
+    .arg("--")
+    .arg(bwrap.get_program())
+    .args(bwrap.get_args());
     strata_process::run(&mut cmd)?;
     Ok(())
 }
@@ -147,7 +158,11 @@ mod tests {
             ("/", None),
         ];
         for (path, want) in table {
-            assert_eq!(layout.host_path(root, path), want.map(PathBuf::from), "{path}");
+            assert_eq!(
+                layout.host_path(root, path),
+                want.map(PathBuf::from),
+                "{path}"
+            );
         }
         layout.etc_in_usr_etc = true;
         layout.os_release = Some(PathBuf::from("/w/os-release"));
