@@ -68,6 +68,7 @@ pub(crate) fn build_tree(
         units: p.manifest.units.clone(),
         os_release: os_release_values(&p.manifest, &version, &release, &p.os),
         source_date_epoch: p.sde,
+        initramfs_epoch: p.initramfs_epoch,
         base_rpmdb_sqlite: base_rpmdb_sqlite.to_path_buf(),
         initramfs_generator: p.initramfs_generator.clone(),
         regenerate_initramfs: p.manifest.regenerate_initramfs,

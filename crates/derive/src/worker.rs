@@ -57,6 +57,8 @@ pub struct Job {
     /// os-release keys to set, in order.
     pub os_release: Vec<(String, String)>,
     pub source_date_epoch: u64,
+    /// The initramfs's epoch (the base's date, see `Plan`).
+    pub initramfs_epoch: u64,
     /// The base's rpm database as the host's rpm installs into it (sqlite),
     /// converted once by the parent: a base keeping another format (RHEL
     /// 8's Berkeley DB) gets this copy for the install.
@@ -290,7 +292,7 @@ fn regenerate_initramfs(job: &Job, os_release: Option<&Path>) -> Result<Initramf
     let ran = generator.run(
         root,
         &layout,
-        job.source_date_epoch,
+        job.initramfs_epoch,
         &kernel.kver,
         cache.as_ref(),
     );
