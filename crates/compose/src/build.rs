@@ -14,7 +14,7 @@ use serde::Serialize;
 use strata_dnf::job::{run_in_child, InstallJob};
 use strata_dnf::{DepsolveRequest, Dnf, Package};
 use strata_manifest::{RpmdbBackend, UtcDateTime};
-use strata_rootfs::{bootupd, files, initramfs, passwd, policy, sandbox, tree};
+use strata_rootfs::{bootupd, files, initramfs, initramfs_cache, passwd, policy, sandbox, tree};
 use strata_workdir::record::{Source, TreeMeta};
 use strata_workdir::{BuildEntry, BuildMeta, EntryKind, Workdir};
 
@@ -165,7 +165,21 @@ impl Build<'_> {
         let (root, manifest, sde) = (&self.c.root, self.c.manifest(), self.sde);
         let kernel = tree::find_kernel(root)?;
         let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
-        generator.run(root, &sandbox::Layout::default(), sde, &kernel.kver)?;
+        let cache = initramfs_cache::Cache::new(&self.c.wd.initramfs_cache());
+        let made = generator.run(
+            root,
+            &sandbox::Layout::default(),
+            sde,
+            &kernel.kver,
+            Some(&cache),
+        )?;
+        tracing::info!(
+            "initramfs: {}",
+            match made {
+                initramfs::Made::Reused => "the image made before from the same inputs",
+                initramfs::Made::Generated(_) => "generated",
+            }
+        );
 
         files::add_and_remove(root, &manifest.add_files, &manifest.remove_files)?;
         for (i, script) in manifest.postprocess.iter().enumerate() {

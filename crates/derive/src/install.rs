@@ -30,11 +30,13 @@ pub(crate) fn build_tree(
     lower: &Path,
     base_rpmdb_sqlite: &Path,
     staging: &Path,
+    initramfs_cache: &Path,
 ) -> Result<Built> {
     let upper = staging.join("upper");
     let work = staging.join("work");
     let merged = staging.join("merged");
-    for d in [&upper, &work, &merged] {
+    let scratch = staging.join("scratch");
+    for d in [&upper, &work, &merged, &scratch] {
         fs::create_dir_all(d)?;
     }
     let mut install = p
@@ -66,9 +68,12 @@ pub(crate) fn build_tree(
         units: p.manifest.units.clone(),
         os_release: os_release_values(&p.manifest, &version, &release, &p.os),
         source_date_epoch: p.sde,
+        initramfs_epoch: p.initramfs_epoch,
         base_rpmdb_sqlite: base_rpmdb_sqlite.to_path_buf(),
         initramfs_generator: p.initramfs_generator.clone(),
         regenerate_initramfs: p.manifest.regenerate_initramfs,
+        initramfs_cache: Some(initramfs_cache.to_path_buf()),
+        scratch,
     };
     tracing::info!(
         "{}: installing {} packages over the base",

@@ -219,13 +219,16 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     for p in &todo {
         stagings.push(wd.staging(&format!("derive-{}", p.manifest.release))?);
     }
+    let initramfs_cache = wd.initramfs_cache();
     let outcomes: Vec<Result<Built>> = std::thread::scope(|s| {
         let handles: Vec<_> = todo
             .iter()
             .zip(&stagings)
             .map(|(p, staging)| {
-                let (lower, probe_rpmdb) = (&lower, &probe_rpmdb);
-                s.spawn(move || install::build_tree(opts, p, lower, probe_rpmdb, staging.path()))
+                let (lower, probe_rpmdb, cache) = (&lower, &probe_rpmdb, &initramfs_cache);
+                s.spawn(move || {
+                    install::build_tree(opts, p, lower, probe_rpmdb, staging.path(), cache)
+                })
             })
             .collect();
         handles

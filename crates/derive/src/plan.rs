@@ -44,6 +44,10 @@ pub(crate) struct Plan {
     pub(crate) overrides: Vec<OverrideRpm>,
     pub(crate) install: strata_dnf::job::InstallJob,
     pub(crate) sde: u64,
+    /// The initramfs's `SOURCE_DATE_EPOCH`: the base's date (or the
+    /// build's epoch when that is older), so that the build times of the
+    /// layer's packages (a CI kubelet's, say) do not make a new one.
+    pub(crate) initramfs_epoch: u64,
     pub(crate) version: String,
     pub(crate) previous: Option<BuildEntry>,
     /// How the base's initramfs was made.
@@ -165,6 +169,7 @@ pub(crate) fn plan(
         overrides: taken,
         install,
         sde,
+        initramfs_epoch: sde.min(base.timestamp),
         version,
         previous,
         initramfs_generator: base.initramfs.clone(),

@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use strata_dnf::job::InstallJob;
 use strata_process::worker::{Isolation, JobError, Worker};
 use strata_rootfs::initramfs::{self, Generator};
+use strata_rootfs::initramfs_cache::Cache;
 use strata_rootfs::{bootupd, files, passwd, sandbox, tree};
 
 /// A file to put into the tree.
@@ -56,6 +57,8 @@ pub struct Job {
     /// os-release keys to set, in order.
     pub os_release: Vec<(String, String)>,
     pub source_date_epoch: u64,
+    /// The initramfs's epoch (the base's date, see `Plan`).
+    pub initramfs_epoch: u64,
     /// The base's rpm database as the host's rpm installs into it (sqlite),
     /// converted once by the parent: a base keeping another format (RHEL
     /// 8's Berkeley DB) gets this copy for the install.
@@ -67,6 +70,12 @@ pub struct Job {
     /// inputs (the manifest's `regenerate-initramfs`).
     #[serde(default)]
     pub regenerate_initramfs: bool,
+    /// Initramfs images made before (the workdir's cache); none: the
+    /// generator always runs.
+    #[serde(default)]
+    pub initramfs_cache: Option<PathBuf>,
+    /// A directory of the staging the worker may write into.
+    pub scratch: PathBuf,
 }
 
 pub use strata_workdir::record::InitramfsRecord;
@@ -180,6 +189,10 @@ fn install(job: &Job) -> Result<Installed> {
         })
         .collect();
     files::add_and_remove(root, &add, &job.remove_files)?;
+    // The initramfs sees os-release as the packages left it, as compose's
+    // does: not the build's version, which would make every build's
+    // initramfs another one.
+    let os_release = os_release_as_installed(root, &job.scratch)?;
     // Postprocess scripts see the release's os-release (OPENSHIFT_VERSION,
     // OSTREE_VERSION), e.g. to write a login banner.
     let values: Vec<(&str, &str)> = job
@@ -192,7 +205,7 @@ fn install(job: &Job) -> Result<Installed> {
         sandbox::run_script(root, job.source_date_epoch, i, script)?;
     }
     files::enable_units(root, &job.units)?;
-    let initramfs = regenerate_initramfs(job)?;
+    let initramfs = regenerate_initramfs(job, os_release.as_deref())?;
     bootupd::check_layer(root, &bootupd::rpm_owners(root, "/usr/share/rpm"))?;
     tree::apply_layered(root)?;
     strata_rpmdb::convert(&rpmdb, backend)
@@ -206,11 +219,23 @@ fn install(job: &Job) -> Result<Installed> {
     })
 }
 
+/// A copy in `scratch` of the tree's `/usr/lib/os-release` as it is now
+/// (with its mode), when that is a file (as compose leaves it).
+fn os_release_as_installed(root: &Path, scratch: &Path) -> Result<Option<PathBuf>> {
+    let from = root.join("usr/lib/os-release");
+    if !fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let to = scratch.join("initramfs-os-release");
+    fs::copy(&from, &to).with_context(|| format!("copying {}", from.display()))?;
+    Ok(Some(to))
+}
+
 /// Makes the initramfs again, in the merged tree, when the layer changes
 /// what the generator reads or the manifest asks for it: with the base's
 /// generator and arguments, in compose's sandbox, at the path the base has
 /// it, so the layer carries the new one.
-fn regenerate_initramfs(job: &Job) -> Result<InitramfsRecord> {
+fn regenerate_initramfs(job: &Job, os_release: Option<&Path>) -> Result<InitramfsRecord> {
     let changed = initramfs::changed_inputs(&job.upper, &job.lower)
         .context("looking for changes to the initramfs's inputs")?;
     let mut record = InitramfsRecord {
@@ -262,14 +287,30 @@ fn regenerate_initramfs(job: &Job) -> Result<InitramfsRecord> {
     let started = std::time::Instant::now();
     let mut layout = sandbox::Layout::default();
     layout.etc_in_usr_etc = true;
-    let ran = generator.run(root, &layout, job.source_date_epoch, &kernel.kver);
+    layout.os_release = os_release.map(Path::to_path_buf);
+    let cache = job.initramfs_cache.as_deref().map(Cache::new);
+    let ran = generator.run(
+        root,
+        &layout,
+        job.initramfs_epoch,
+        &kernel.kver,
+        cache.as_ref(),
+    );
     if made_var_tmp {
         fs::remove_dir_all(&var_tmp).with_context(|| format!("removing {}", var_tmp.display()))?;
     }
     fs::remove_dir(&etc).context("removing /etc")?;
     std::os::unix::fs::symlink("usr/etc", &etc).context("linking /etc")?;
-    ran.with_context(|| format!("making the initramfs again ({why})"))?;
-    tracing::info!(elapsed = ?started.elapsed(), "initramfs made again");
+    let made = ran.with_context(|| format!("making the initramfs again ({why})"))?;
+    match made {
+        initramfs::Made::Reused => tracing::info!(
+            elapsed = ?started.elapsed(),
+            "initramfs: the image made before from the same inputs"
+        ),
+        initramfs::Made::Generated(_) => {
+            tracing::info!(elapsed = ?started.elapsed(), "initramfs made again")
+        }
+    }
     record.regenerated = true;
     record.command = generator.argv(&kernel.kver);
     Ok(record)

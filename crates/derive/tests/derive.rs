@@ -1009,3 +1009,141 @@ fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() 
             .is_empty());
     }
 }
+
+/// openshift-kubelet as CI rebuilds it on every merge (`n`: which merge),
+/// with the files of [`rebuilt_kubelet`].
+fn ci_kubelet(dir: &Path, n: u32) -> PathBuf {
+    let release = format!("202612011200.p{n}.ci.el8");
+    let mut p = PkgSpec::new("openshift-kubelet", "4.13.0", &release)
+        .requires(&["cri-o", "cri-tools", "util-linux"])
+        .files([
+            FileSpec::file(
+                "/usr/bin/kubelet",
+                format!("#!/bin/sh\necho kubelet build {n}\n").into_bytes(),
+                0o755,
+            ),
+            FileSpec::dir("/etc/kubernetes", 0o755),
+        ]);
+    p.build_time = 1_764_590_400;
+    let path = dir.join(p.file_name());
+    p.build(None, &path).unwrap();
+    path
+}
+
+/// The initramfs cache's entries (`<key>/<names>.json`) with their inode
+/// numbers: an entry is rewritten (a new inode) only when the generator
+/// ran again.
+fn initramfs_cache_entries(w: &Path) -> BTreeSet<(PathBuf, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = BTreeSet::new();
+    let Ok(keys) = std::fs::read_dir(w.join("cache/initramfs")) else {
+        return out;
+    };
+    for key in keys.flatten().filter(|k| k.file_name() != "images") {
+        for e in std::fs::read_dir(key.path()).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "json") {
+                out.insert((e.path(), e.metadata().unwrap().ino()));
+            }
+        }
+    }
+    out
+}
+
+/// 4.13 with one more postprocess script.
+fn ocp_413_then(dir: &Path, script: &str) -> PathBuf {
+    let path = dir.join("ocp-4.13-changed.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "edition: 1\ninclude:\n  - {}\npostprocess:\n  - {script:?}\n",
+            demo("ocp-4.13.yaml").display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// The CI case: every merge of the kubelet repository derives 4.13 with
+/// the new kubelet, which dracut never reads. The second build reuses the
+/// initramfs the first made and gives the image and commit that the same
+/// builds give with the generator run again; a cached image that was
+/// altered, and a change to what dracut reads (a module's script, a
+/// program the initramfs holds), make it run again.
+#[test]
+fn a_kubelet_override_rebuild_reuses_the_initramfs_and_gives_the_same_bytes() {
+    let rpms = tempfile::tempdir().unwrap();
+    let kubelet = |n| vec![ci_kubelet(rpms.path(), n)];
+    let ocp413 = || vec![demo("ocp-4.13.yaml")];
+    let a = workdir_with_base();
+    let a = a.path();
+    let first = derive_in(a, &ocp413(), &kubelet(0)).unwrap().remove(0);
+    assert!(meta_of(&first).initramfs.regenerated);
+    let entries = initramfs_cache_entries(a);
+    assert_eq!(entries.len(), 1, "one entry recorded: {entries:?}");
+
+    let second = derive_in(a, &ocp413(), &kubelet(1)).unwrap().remove(0);
+    assert!(second.changed && meta_of(&second).initramfs.regenerated);
+    assert_eq!(
+        initramfs_cache_entries(a),
+        entries,
+        "the entry matched: the generator did not run again"
+    );
+    let (_, image) = initramfs_of(a, &first.ostree_commit);
+    assert_eq!(initramfs_of(a, &second.ostree_commit).1, image);
+
+    // The same two builds in another workdir, the generator run for both.
+    let b = workdir_with_base();
+    let b = b.path();
+    derive_in(b, &ocp413(), &kubelet(0)).unwrap();
+    std::fs::remove_dir_all(b.join("cache/initramfs")).unwrap();
+    let regenerated = derive_in(b, &ocp413(), &kubelet(1)).unwrap().remove(0);
+    assert_eq!(initramfs_cache_entries(b).len(), 1, "recorded again");
+    assert_eq!(
+        (
+            &regenerated.version,
+            &regenerated.digest,
+            &regenerated.ostree_commit
+        ),
+        (&second.version, &second.digest, &second.ostree_commit),
+        "reused or made again, the same image and commit"
+    );
+
+    // An altered stored image is a miss, and is made and stored again.
+    let images = a.join("cache/initramfs/images");
+    let stored: Vec<PathBuf> = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(stored.len(), 1);
+    std::fs::write(&stored[0], b"not an initramfs").unwrap();
+    let third = derive_in(a, &ocp413(), &kubelet(2)).unwrap().remove(0);
+    assert_ne!(initramfs_cache_entries(a), entries, "the generator ran");
+    assert_eq!(initramfs_of(a, &third.ostree_commit).1, image);
+    let bytes = std::fs::read(&stored[0]).unwrap();
+    assert_eq!(
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
+        stored[0].file_name().unwrap().to_str().unwrap(),
+        "stored again whole"
+    );
+
+    // A change dracut reads but that does not reach the image: a miss
+    // that makes the same image.
+    let entries = initramfs_cache_entries(a);
+    let module = ocp_413_then(
+        rpms.path(),
+        "echo '# changed' >> /usr/lib/dracut/modules.d/99base/module-setup.sh",
+    );
+    let fourth = derive_in(a, &[module], &kubelet(3)).unwrap().remove(0);
+    assert_ne!(initramfs_cache_entries(a), entries, "the generator ran");
+    assert_eq!(initramfs_of(a, &fourth.ostree_commit).1, image);
+
+    // A program the initramfs holds: a miss, and another image.
+    let entries = initramfs_cache_entries(a);
+    let program = ocp_413_then(
+        rpms.path(),
+        "printf '\\0' >> /usr/lib/ostree/ostree-prepare-root",
+    );
+    let fifth = derive_in(a, &[program], &kubelet(4)).unwrap().remove(0);
+    assert_ne!(initramfs_cache_entries(a), entries, "the generator ran");
+    assert_ne!(initramfs_of(a, &fifth.ostree_commit).1, image);
+}

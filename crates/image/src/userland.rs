@@ -30,6 +30,7 @@ const PACKAGES: &[&str] = &[
     "zstd",
     "kmod",
     "bubblewrap",
+    "strace",
     "uidmap",
     "util-linux",
     "mount",

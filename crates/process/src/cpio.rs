@@ -1,9 +1,10 @@
 //! newc cpio archives as the kernel unpacks an initrd: one archive after
 //! another, each on a 4-byte boundary.
 //!
-//! Two uses: the device nodes an initramfs generator run without mknod
-//! leaves out ([`append_device_nodes`]), and the live root image's one
-//! member (strata-disk).
+//! Three uses: the device nodes an initramfs generator run without mknod
+//! leaves out ([`append_device_nodes`]), the live root image's one
+//! member (strata-disk), and the names an initramfs holds
+//! ([`read_members`], for the initramfs cache).
 
 use std::io::Write;
 use std::path::Path;
@@ -102,9 +103,95 @@ pub fn append_device_nodes(path: &Path, epoch: i64) -> std::io::Result<()> {
     f.write_all(&archive)
 }
 
+/// Calls `visit` with the name, mode and data of each member of an initrd
+/// as the kernel unpacks it: uncompressed newc archives and gzip members
+/// holding them, one after another, with zeros between them. `false`
+/// when a part is neither (an image compressed otherwise): the caller
+/// cannot know all its members.
+pub fn read_members(
+    image: &[u8],
+    visit: &mut dyn FnMut(&str, u32, &[u8]),
+) -> std::io::Result<bool> {
+    let mut rest = image;
+    loop {
+        while let [0, tail @ ..] = rest {
+            rest = tail;
+        }
+        if rest.is_empty() {
+            return Ok(true);
+        }
+        if rest.starts_with(b"070701") {
+            rest = read_archive(rest, visit)?;
+        } else if rest.starts_with(&[0x1f, 0x8b]) {
+            let mut decoder = flate2::bufread::GzDecoder::new(rest);
+            let mut inner = Vec::new();
+            std::io::Read::read_to_end(&mut decoder, &mut inner)?;
+            rest = decoder.into_inner();
+            let mut tail = inner.as_slice();
+            loop {
+                while let [0, t @ ..] = tail {
+                    tail = t;
+                }
+                if tail.is_empty() {
+                    break;
+                }
+                if !tail.starts_with(b"070701") {
+                    return Ok(false);
+                }
+                tail = read_archive(tail, visit)?;
+            }
+        } else {
+            return Ok(false);
+        }
+    }
+}
+
+/// Reads one newc archive at the start of `bytes` up to its trailer;
+/// returns what follows it.
+fn read_archive<'a>(
+    mut bytes: &'a [u8],
+    visit: &mut dyn FnMut(&str, u32, &[u8]),
+) -> std::io::Result<&'a [u8]> {
+    let bad =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("cpio: {what}"));
+    let mut at = 0u64;
+    loop {
+        if bytes.len() < 110 || !bytes.starts_with(b"070701") {
+            return Err(bad("a newc header was expected"));
+        }
+        let field = |i: usize| -> std::io::Result<u64> {
+            let hex =
+                std::str::from_utf8(&bytes[6 + 8 * i..14 + 8 * i]).map_err(|_| bad("header"))?;
+            u64::from_str_radix(hex, 16).map_err(|_| bad("header"))
+        };
+        let (mode, size, namesize) = (field(1)?, field(6)?, field(11)?);
+        let name_end = 110 + usize::try_from(namesize).map_err(|_| bad("name size"))?;
+        let data_start = name_end + pad4(at + name_end as u64);
+        let data_end = usize::try_from(size)
+            .ok()
+            .and_then(|s| data_start.checked_add(s))
+            .filter(|&e| e <= bytes.len() && name_end <= bytes.len() && namesize > 0)
+            .ok_or_else(|| bad("an entry runs past the end"))?;
+        let name = std::str::from_utf8(&bytes[110..name_end - 1])
+            .map_err(|_| bad("a name is not UTF-8"))?;
+        let next = data_end + pad4(at + data_end as u64);
+        let next = next.min(bytes.len());
+        if name == "TRAILER!!!" {
+            return Ok(&bytes[next..]);
+        }
+        let name = name.trim_start_matches("./");
+        if !name.is_empty() && name != "." {
+            visit(name, mode as u32, &bytes[data_start..data_end]);
+        }
+        at += next as u64;
+        bytes = &bytes[next..];
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     #[test]
     fn entries_are_newc_and_aligned() {
@@ -131,5 +218,41 @@ mod tests {
         assert_eq!(&bytes[5..8], &[0, 0, 0]);
         assert!(bytes[8..].starts_with(b"070701"));
         assert!(bytes.ends_with(b"TRAILER!!!\0\0\0\0"));
+    }
+
+    #[test]
+    fn member_names_cross_gzip_and_plain_archives() {
+        let mut plain = Vec::new();
+        for (ino, name) in [(1, "usr"), (2, "usr/bin/sh")] {
+            plain.extend(entry(&Entry {
+                ino,
+                mode: 0o100_644,
+                mtime: 0,
+                size: 3,
+                rdev: (0, 0),
+                name,
+            }));
+            plain.extend(b"abc\0");
+        }
+        plain.extend(entry(&Entry::trailer()));
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&plain).unwrap();
+        let mut image = gz.finish().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("initrd");
+        std::fs::write(&p, &image).unwrap();
+        append_device_nodes(&p, 7).unwrap();
+        image = std::fs::read(&p).unwrap();
+        let mut names = BTreeSet::new();
+        assert!(read_members(&image, &mut |n, _, data| {
+            names.insert((n.to_string(), data.to_vec()));
+        })
+        .unwrap());
+        assert!(
+            names.contains(&("usr/bin/sh".into(), b"abc".to_vec())),
+            "{names:?}"
+        );
+        assert!(names.contains(&("dev/console".into(), vec![])), "{names:?}");
+        assert!(!read_members(b"\x28\xb5\x2f\xfd", &mut |_, _, _| {}).unwrap());
     }
 }

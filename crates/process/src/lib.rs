@@ -65,6 +65,7 @@ const TOOL_PACKAGES: &[(&str, &str)] = &[
     ("cc", "build-essential"),
     ("bwrap", "bubblewrap"),
     ("cpio", "cpio"),
+    ("strace", "strace"),
     ("unshare", "util-linux"),
     ("setpriv", "util-linux"),
 ];

@@ -20,6 +20,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::initramfs_cache::{self, Cache};
 use crate::sandbox;
 
 /// Commit metadata key: the generator's name (`dracut`).
@@ -65,27 +66,84 @@ impl Generator {
 
     /// Makes the initramfs of kernel `kver` in the tree at `root` (laid out
     /// as `layout` says), in the sandbox, with `SOURCE_DATE_EPOCH` set: the
-    /// same tree and epoch give the same bytes.
+    /// same tree and epoch give the same bytes. With a `cache`, an image
+    /// made before from the same inputs is copied into place instead, and
+    /// a new one is recorded there (see [`crate::initramfs_cache`]).
     pub fn run(
         &self,
         root: &Path,
         layout: &sandbox::Layout,
         source_date_epoch: u64,
         kver: &str,
-    ) -> Result<()> {
+        cache: Option<&Cache>,
+    ) -> Result<Made> {
         // The device nodes are appended by strata, the same whether root
         // runs it or not: in a user namespace mknod is refused, and dracut
         // would leave them out.
         let env = [("DRACUT_NO_MKNOD", "1")];
-        sandbox::run_in_tree(root, layout, source_date_epoch, &env, &self.argv(kver))
-            .with_context(|| format!("generating the initramfs with {}", self.name))?;
         let image = root.join(image_path(kver));
+        let Some(cache) = cache else {
+            sandbox::run_in_tree(root, layout, source_date_epoch, &env, &self.argv(kver))
+                .with_context(|| format!("generating the initramfs with {}", self.name))?;
+            self.append_device_nodes(&image, source_date_epoch)?;
+            return Ok(Made::Generated(None));
+        };
+        let run = initramfs_cache::Run {
+            generator: self,
+            kver,
+            source_date_epoch,
+            layout,
+            env: &env,
+        };
+        let started = std::time::Instant::now();
+        let names = initramfs_cache::Names::of(root, &image)
+            .context("listing the tree's names for the initramfs cache")?;
+        let why = match cache.lookup(&run, root, &names)? {
+            initramfs_cache::Lookup::Hit => {
+                tracing::debug!(elapsed = ?started.elapsed(), "initramfs cache: reused the image made from the same inputs");
+                return Ok(Made::Reused);
+            }
+            initramfs_cache::Lookup::Miss(why) => why,
+        };
+        tracing::debug!(elapsed = ?started.elapsed(), "initramfs cache: miss: {why}");
+        cache.ensure_dir()?;
+        let trace = tempfile::NamedTempFile::new_in(cache.dir())
+            .context("creating the generator's trace file")?;
+        sandbox::run_in_tree_traced(
+            root,
+            layout,
+            source_date_epoch,
+            &env,
+            &self.argv(kver),
+            trace.path(),
+        )
+        .with_context(|| format!("generating the initramfs with {}", self.name))?;
+        self.append_device_nodes(&image, source_date_epoch)?;
+        let recorded = fs::read_to_string(trace.path())
+            .context("reading the generator's trace")
+            .and_then(|text| cache.record(&run, root, &names, &text));
+        if let Err(e) = recorded {
+            tracing::warn!("the initramfs is not cached: {e:#}");
+        }
+        Ok(Made::Generated(Some(why)))
+    }
+
+    fn append_device_nodes(&self, image: &Path, source_date_epoch: u64) -> Result<()> {
         strata_process::cpio::append_device_nodes(
-            &image,
+            image,
             i64::try_from(source_date_epoch).unwrap_or(0),
         )
         .with_context(|| format!("appending device nodes to {}", image.display()))
     }
+}
+
+/// How the initramfs came to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Made {
+    /// The generator ran; with a cache, why it had no image.
+    Generated(Option<String>),
+    /// The cache had the image the generator would have made.
+    Reused,
 }
 
 /// The generator's inputs, relative to an ostree tree's root (`/etc` is

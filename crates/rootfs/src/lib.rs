@@ -16,6 +16,8 @@
 //! - [`tree`]: the ostree conventions applied to an installed root.
 //! - [`initramfs`]: making the initramfs, recording how, and which layer
 //!   changes call for a new one.
+//! - [`initramfs_cache`]: images made before, reused when what the
+//!   generator read is unchanged.
 //! - [`inputs`]: what the input hashes of both stages cover.
 //! - [`files`]: a manifest's add-files, remove-files, units, os-release edits,
 //!   and the repo/policy plumbing between manifests and dnf.
@@ -23,6 +25,7 @@
 pub mod bootupd;
 pub mod files;
 pub mod initramfs;
+pub mod initramfs_cache;
 pub mod inputs;
 pub mod passwd;
 pub mod policy;

@@ -158,6 +158,11 @@ impl Workdir {
     pub fn layer_cache(&self) -> PathBuf {
         self.cache().join("layers")
     }
+    /// Initramfs images made here before, with what their generator read
+    /// (see `strata_rootfs::initramfs_cache`).
+    pub fn initramfs_cache(&self) -> PathBuf {
+        self.cache().join("initramfs")
+    }
     pub fn repo(&self) -> PathBuf {
         self.root.join("repo")
     }
