@@ -214,6 +214,19 @@ impl Cache {
     /// into the file in place, as the generator writes it (a new entry in
     /// its directory would change the directory, which a layer records).
     fn copy_image(&self, image: &Image, output: &Path) -> Result<Option<String>> {
+        // The entry is read from the workdir: its digest becomes a path
+        // only once it is one.
+        let is_digest = image.sha256.len() == 64
+            && image
+                .sha256
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !is_digest {
+            return Ok(Some(format!(
+                "the entry names no stored image ({:?} is not a sha256)",
+                image.sha256
+            )));
+        }
         let stored = self.images().join(&image.sha256);
         let bytes = match fs::read(&stored) {
             Ok(b) => b,
@@ -772,6 +785,26 @@ mod tests {
 2845  openat(AT_FDCWD</>, "/dev/fd/63", O_RDONLY) = 3<pipe:[1520717]>
 2845  +++ exited with 0 +++
 "#;
+
+    #[test]
+    fn an_entry_whose_image_is_not_a_digest_is_a_miss_that_touches_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        fs::write(&victim, "keep").unwrap();
+        let cache = Cache::new(&t.path().join("cache"));
+        fs::create_dir_all(cache.images()).unwrap();
+        let output = t.path().join("initramfs.img");
+        fs::write(&output, "old").unwrap();
+        let image = Image {
+            sha256: "../../victim".into(),
+            size: 4,
+            mode: 0o600,
+        };
+        let why = cache.copy_image(&image, &output).unwrap();
+        assert!(why.unwrap().contains("not a sha256"));
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(fs::read_to_string(&output).unwrap(), "old");
+    }
 
     #[test]
     fn a_trace_names_what_was_read_and_executed_after_the_program_started() {
