@@ -298,6 +298,22 @@ fn demo_base_follows_the_conventions() {
             "{component} in {layer_map}"
         );
     }
+    // The EFI payload compose moved to /usr/lib/bootupd/updates is still
+    // its package's, not the unpackaged content that changes every build.
+    let content = strata_compose::content_map(
+        &tree.join("usr/share/rpm"),
+        kver,
+        &strata_compose::ChangeHistory::default(),
+    )
+    .unwrap();
+    let owners = strata_oscontainer::object_components(&repo, &r.ostree_commit, &content).unwrap();
+    let shim = run(Command::new("ostree")
+        .arg(format!("--repo={}", repo.display()))
+        .args(["ls", "-C"])
+        .arg(&r.ostree_commit)
+        .arg("/usr/lib/bootupd/updates/EFI/BOOT/BOOTX64.EFI"));
+    let checksum = shim.split_whitespace().nth(4).unwrap();
+    assert_eq!(owners[checksum], "shim-x64", "{shim}");
 }
 
 #[test]
