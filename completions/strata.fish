@@ -26,7 +26,7 @@ end
 
 complete -c strata -n "__fish_strata_needs_command" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
-complete -c strata -n "__fish_strata_needs_command" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_needs_command" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_needs_command" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_needs_command" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_needs_command" -s V -l version -d 'Print version'
@@ -52,14 +52,14 @@ complete -c strata -n "__fish_strata_using_subcommand fixture" -l flavour -d 'Wh
 complete -c strata -n "__fish_strata_using_subcommand fixture" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand fixture" -l json -d 'Print one JSON object describing the fixture on stdout'
-complete -c strata -n "__fish_strata_using_subcommand fixture" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand fixture" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand fixture" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand fixture" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand demo" -l workdir -d 'Working directory: fixture, repositories, images, builds' -r -F
 complete -c strata -n "__fish_strata_using_subcommand demo" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand demo" -l json -d 'Print one JSON object (the build\'s, plus the fixture and layer bytes)'
-complete -c strata -n "__fish_strata_using_subcommand demo" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand demo" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand demo" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand demo" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand compose" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
@@ -73,7 +73,7 @@ complete -c strata -n "__fish_strata_using_subcommand compose" -l authfile -d 'A
 complete -c strata -n "__fish_strata_using_subcommand compose" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand compose" -l json -d 'Print one JSON object with the result on stdout'
-complete -c strata -n "__fish_strata_using_subcommand compose" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand compose" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand compose" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand compose" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand derive" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
@@ -87,7 +87,7 @@ complete -c strata -n "__fish_strata_using_subcommand derive" -l authfile -d 'A 
 complete -c strata -n "__fish_strata_using_subcommand derive" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand derive" -l json -d 'Print one JSON object with the result on stdout'
-complete -c strata -n "__fish_strata_using_subcommand derive" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand derive" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand derive" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand derive" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand build" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
@@ -99,7 +99,7 @@ complete -c strata -n "__fish_strata_using_subcommand build" -l log-format -d 'L
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand build" -l push -d 'Push every image that has a `push:` target in the pipeline'
 complete -c strata -n "__fish_strata_using_subcommand build" -l json -d 'Print one JSON object with the result on stdout'
-complete -c strata -n "__fish_strata_using_subcommand build" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand build" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand build" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand build" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand disk" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
@@ -115,12 +115,12 @@ complete -c strata -n "__fish_strata_using_subcommand disk" -l authfile -d 'A co
 complete -c strata -n "__fish_strata_using_subcommand disk" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand disk" -l json -d 'Print one JSON object with the result on stdout'
-complete -c strata -n "__fish_strata_using_subcommand disk" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand disk" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand disk" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand disk" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand node; and not __fish_seen_subcommand_from update rollback help" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
-complete -c strata -n "__fish_strata_using_subcommand node; and not __fish_seen_subcommand_from update rollback help" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand node; and not __fish_seen_subcommand_from update rollback help" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand node; and not __fish_seen_subcommand_from update rollback help" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand node; and not __fish_seen_subcommand_from update rollback help" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand node; and not __fish_seen_subcommand_from update rollback help" -f -a "update" -d 'Deploy an image into a raw disk image as the node would on update (the image becomes the default, the current deployment the rollback)'
@@ -134,13 +134,13 @@ complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subc
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from update" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from update" -l json -d 'Print one JSON object with the result on stdout'
-complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from update" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from update" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from update" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from update" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from rollback" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from rollback" -l json -d 'Print one JSON object with the result on stdout'
-complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from rollback" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from rollback" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from rollback" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from rollback" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand node; and __fish_seen_subcommand_from help" -f -a "update" -d 'Deploy an image into a raw disk image as the node would on update (the image becomes the default, the current deployment the rollback)'
@@ -153,7 +153,7 @@ complete -c strata -n "__fish_strata_using_subcommand inspect" -l authfile -d 'A
 complete -c strata -n "__fish_strata_using_subcommand inspect" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand inspect" -l json -d 'Print one JSON object on stdout'
-complete -c strata -n "__fish_strata_using_subcommand inspect" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand inspect" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand inspect" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand inspect" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand diff" -l workdir -d 'Working directory whose OCI store holds images named by a bare tag' -r -F
@@ -163,7 +163,7 @@ complete -c strata -n "__fish_strata_using_subcommand diff" -l authfile -d 'A co
 complete -c strata -n "__fish_strata_using_subcommand diff" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand diff" -l json -d 'Print one JSON object on stdout'
-complete -c strata -n "__fish_strata_using_subcommand diff" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand diff" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand diff" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand diff" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand push" -l workdir -d 'Working directory whose OCI store holds images named by a bare tag' -r -F
@@ -173,14 +173,14 @@ complete -c strata -n "__fish_strata_using_subcommand push" -l authfile -d 'A co
 complete -c strata -n "__fish_strata_using_subcommand push" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand push" -l json -d 'Print one JSON object on stdout'
-complete -c strata -n "__fish_strata_using_subcommand push" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand push" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand push" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand push" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand list" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
 complete -c strata -n "__fish_strata_using_subcommand list" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand list" -l json -d 'Print one JSON object on stdout'
-complete -c strata -n "__fish_strata_using_subcommand list" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand list" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand list" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand list" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand prune" -l workdir -d 'Working directory: cache, ostree repo, OCI images, build history' -r -F
@@ -189,22 +189,22 @@ complete -c strata -n "__fish_strata_using_subcommand prune" -l log-format -d 'L
 json\t''"
 complete -c strata -n "__fish_strata_using_subcommand prune" -l dry-run -d 'Say what would be removed, remove nothing'
 complete -c strata -n "__fish_strata_using_subcommand prune" -l json -d 'Print one JSON object on stdout'
-complete -c strata -n "__fish_strata_using_subcommand prune" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand prune" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand prune" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand prune" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand __install-worker" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
-complete -c strata -n "__fish_strata_using_subcommand __install-worker" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand __install-worker" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __install-worker" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __install-worker" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand __derive-worker" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
-complete -c strata -n "__fish_strata_using_subcommand __derive-worker" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand __derive-worker" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __derive-worker" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __derive-worker" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -l log-format -d 'Log lines as text, or as one JSON object per line (for CI log collectors)' -r -f -a "text\t''
 json\t''"
-complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -s v -l verbose -d 'More detail in the logs: -v debug (every external command line), -vv trace. Overrides RUST_LOG'
+complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -s v -l verbose -d 'More detail in the logs: -v strata\'s debug lines (every external command line, each stage\'s time), -vv everything at trace, the libraries\' too. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -s q -l quiet -d 'Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG'
 complete -c strata -n "__fish_strata_using_subcommand __disk-worker" -s h -l help -d 'Print help'
 complete -c strata -n "__fish_strata_using_subcommand help; and not __fish_seen_subcommand_from fixture demo compose derive build disk node inspect diff push list prune __install-worker __derive-worker __disk-worker help" -f -a "fixture" -d 'Generate the fixture RPM distribution (offline, signed, bootable)'

@@ -49,8 +49,9 @@ pub struct Cli {
 /// command.
 #[derive(Debug, Clone, Default, clap::Args, PartialEq, Eq)]
 pub struct LogArgs {
-    /// More detail in the logs: -v debug (every external command line),
-    /// -vv trace. Overrides RUST_LOG.
+    /// More detail in the logs: -v strata's debug lines (every external
+    /// command line, each stage's time), -vv everything at trace, the
+    /// libraries' too. Overrides RUST_LOG.
     #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "quiet")]
     pub verbose: u8,
     /// Less: -q warnings and errors only, -qq errors only. Overrides RUST_LOG.
@@ -74,7 +75,9 @@ impl LogArgs {
     fn filter(&self) -> Option<&'static str> {
         match (self.verbose, self.quiet) {
             (0, 0) => None,
-            (1, _) => Some("debug"),
+            // The libraries' own debug output (the OpenPGP parser's, a
+            // line per packet) would bury strata's.
+            (1, _) => Some("info,strata=debug"),
             (_, 0) => Some("trace"),
             (_, 1) => Some("warn"),
             _ => Some("error"),

@@ -162,6 +162,29 @@ pub fn checkout(wd: &Workdir, commit: &str) -> Result<PathBuf> {
     Ok(dest)
 }
 
+/// The base's rpm database as the host's rpm reads and writes it (sqlite;
+/// a RHEL 8 base keeps bdb), kept beside the base's checkout and removed
+/// with it: converting it took most of a second of every derive at RHCOS
+/// size. `rpmdb` is the database's path in the checkout `lower`.
+pub fn sqlite_rpmdb(wd: &Workdir, commit: &str, lower: &Path, rpmdb: &str) -> Result<PathBuf> {
+    let dest = wd
+        .cache()
+        .join("checkouts")
+        .join(format!("{commit}.rpmdb-sqlite"));
+    if dest.is_dir() {
+        return Ok(dest);
+    }
+    let staging = wd.staging("rpmdb")?;
+    let converted = staging.path().join("rpmdb");
+    crate::copy_dir(&lower.join(rpmdb.trim_start_matches('/')), &converted)
+        .context("copying the base's rpmdb")?;
+    strata_rpmdb::convert(&converted, strata_rpmdb::Backend::Sqlite)
+        .context("reading the base's rpmdb")?;
+    fs::rename(&converted, &dest)
+        .with_context(|| format!("keeping the converted rpmdb as {}", dest.display()))?;
+    Ok(dest)
+}
+
 /// `8.6.20261202-0` → (8, 6).
 fn rhel_of(version: &str) -> Option<(u32, u32)> {
     let mut parts = version.split('.');

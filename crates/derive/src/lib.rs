@@ -180,14 +180,12 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     );
     let lower = base::checkout(&wd, &base.commit)?;
 
+    // The host's rpm resolves and installs against sqlite; a RHEL 8 base
+    // keeps bdb. Converted once per base, for the resolve and every install.
+    let base_rpmdb = base::sqlite_rpmdb(&wd, &base.commit, &lower, RPMDB)?;
     let probe = wd.staging("derive-probe")?;
     let probe_rpmdb = probe.path().join(RPMDB.trim_start_matches('/'));
-    copy_dir(&lower.join(RPMDB.trim_start_matches('/')), &probe_rpmdb)
-        .context("copying the base's rpmdb")?;
-    // The host's rpm resolves and installs against sqlite; a RHEL 8 base
-    // keeps bdb. Converted once here, for the resolve and every install.
-    strata_rpmdb::convert(&probe_rpmdb, strata_rpmdb::Backend::Sqlite)
-        .context("reading the base's rpmdb")?;
+    copy_dir(&base_rpmdb, &probe_rpmdb).context("copying the base's rpmdb")?;
     let os = BaseOs::of(&lower)?;
     let mut plans = Vec::new();
     for path in &opts.manifests {
@@ -300,7 +298,7 @@ fn finish(
 }
 
 /// Copies a directory tree of plain files (an rpmdb).
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     fs::create_dir_all(to)?;
     for e in fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let e = e?;

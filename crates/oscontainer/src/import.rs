@@ -17,6 +17,7 @@
 //! Nothing is written outside the repository. This module opens and commits
 //! that transaction; it does not read tar entries itself.
 
+mod base_fixes;
 mod derived_tree;
 mod entries;
 mod objects;
@@ -212,6 +213,7 @@ fn import_layout(
 
     let derived = &layers[split.last_ostree + 1..];
     let mut filtered = BTreeMap::new();
+    let mut tree_done = None;
     let commit = if derived.is_empty() {
         base.clone()
     } else {
@@ -224,11 +226,13 @@ fn import_layout(
         tracing::debug!(elapsed = ?started.elapsed(), "derived layers applied");
         filtered = std::mem::take(&mut tree.filtered);
         let created = image.config.created().as_deref().and_then(parse_rfc3339);
-        tree.commit(
+        let commit = tree.commit(
             &base,
             labels.get(LABEL_VERSION).map(String::as_str),
             created,
-        )?
+        )?;
+        tree_done = Some(tree);
+        commit
     };
     if let Some(r) = &opts.ref_name {
         repo.transaction_set_ref(None, r, Some(&commit));
@@ -237,6 +241,9 @@ fn import_layout(
     txn.commit(gio::Cancellable::NONE)
         .context_with(|| format!("committing the import into {}", repo_path.display()))?;
     tracing::debug!(elapsed = ?t.elapsed(), "transaction committed");
+    if let Some(tree) = tree_done {
+        tree.save_base_fixes(&base);
+    }
     Ok(Imported {
         commit,
         base_commit: base,
@@ -296,7 +303,15 @@ pub(crate) fn commit_streamed_layer(
     }
     txn.commit(gio::Cancellable::NONE)
         .context_with(|| format!("committing into {}", c.repo.display()))?;
+    tree.save_base_fixes(&c.base);
     Ok(commit)
+}
+
+/// Removes what the repository at `repo` keeps for derived trees of base
+/// commits it no longer holds (run after pruning it); how many records.
+pub fn prune_derived_records(repo: &Path) -> Result<usize> {
+    let repo = commit::open_repo(repo)?;
+    Ok(base_fixes::prune(&repo))
 }
 
 /// True when the repository holds `commit` and libostree does not mark it

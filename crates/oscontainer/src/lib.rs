@@ -73,7 +73,7 @@ pub use encapsulate::{
     encapsulate, object_components, ContentMap, EncapsulateOptions, Encapsulated, LayerInfo,
 };
 pub use error::{Error, Result};
-pub use import::{import, ImportOptions, Imported};
+pub use import::{import, prune_derived_records, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
 pub use labels::{CommitId, KernelVersion, OcpVersion, OsName, Version};
 pub use layer_cache::forget_pruned;

@@ -85,6 +85,61 @@ fn derived_layer_is_applied_on_top_of_the_base() {
     fsck(&target);
 }
 
+/// A base file its owner may not read (a mode-0000 `/etc/shadow`) comes
+/// back owner-readable in the merged commit, as the client's checkout
+/// gives it. Found by reading the whole base once, that fix is recorded in
+/// the repository; an import with the record, one with a damaged record
+/// and one with no record make the same commit.
+#[test]
+fn base_fixes_are_found_once_and_give_the_same_commit() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new();
+    let tree = fx.path("tree-shadow");
+    write_tree(&tree, 1, false);
+    let shadow = tree.join("usr/etc/shadow");
+    std::fs::write(&shadow, b"root:!::0:99999:7:::\n").unwrap();
+    std::fs::set_permissions(&shadow, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let base_commit = commit_tree(&fx.repo, &tree, "shadowed", "8.6.20261204-0", 3);
+    let oci = fx.path("oci");
+    let mut o = EncapsulateOptions::default();
+    o.content = Some(content_map(false));
+    encapsulate(&fx.repo, "shadowed", &oci, "base", &o).unwrap();
+    append_raw_layer(&oci, "base", "node", &node_layer(), None);
+
+    let target = fresh_repo(fx.dir.path(), "target");
+    let import_node = || {
+        import(
+            &ImageRef::oci(&oci, "node"),
+            &target,
+            &ImportOptions::default(),
+        )
+        .unwrap()
+        .commit
+    };
+    let first = import_node();
+    let listing = ls(&target, &first, "/usr/etc/shadow").unwrap();
+    assert!(listing.starts_with("-00400 "), "{listing}");
+    let record = target
+        .join("extensions/strata/base-fixes")
+        .join(format!("{base_commit}.json"));
+    let recorded = std::fs::read_to_string(&record).unwrap();
+    assert!(recorded.contains("/usr/etc/shadow"), "{recorded}");
+
+    assert_eq!(import_node(), first, "with the record");
+    std::fs::write(
+        &record,
+        recorded.replace("/usr/etc/shadow", "/usr/etc/not-in-the-base"),
+    )
+    .unwrap();
+    assert_eq!(import_node(), first, "with a record naming another path");
+    assert!(std::fs::read_to_string(&record)
+        .unwrap()
+        .contains("/usr/etc/shadow"));
+    std::fs::write(&record, b"{not json").unwrap();
+    assert_eq!(import_node(), first, "with a damaged record");
+    fsck(&target);
+}
+
 /// The base with one raw layer of `entries` on top, imported into a fresh
 /// repository: the repository and the derived commit.
 fn import_one_layer(tag: &str, entries: &[Entry]) -> (Fixture, std::path::PathBuf, String) {

@@ -23,6 +23,7 @@ use ostree::gio;
 use ostree::glib;
 use ostree::prelude::*;
 
+use super::base_fixes::{self, Fix};
 use super::entries::{
     bad_layer, empty_xattrs, entry_path, libc_s_ifdir, libc_s_iflnk, libc_s_ifreg, stream_content,
     LayerName,
@@ -77,10 +78,23 @@ pub(super) struct DerivedTree<'r> {
     /// Whether a layer added or removed anything under `usr/etc/selinux`
     /// (then the merged tree's policy labels it, not the base's).
     policy_changed: bool,
+    /// The base's entries are in their fixed-up form already (see
+    /// [`base_fixes`]): the final fix-up walks only what layers changed.
+    base_fixed: bool,
+    /// The base's fixes, found by this tree and not yet recorded.
+    unsaved_fixes: Option<Vec<Fix>>,
 }
 
 /// Where a tree keeps its SELinux policy.
 const POLICY_DIR: &str = "usr/etc/selinux";
+
+/// Which directories a fix-up enters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    Everything,
+    /// Only those changed since the tree was loaded.
+    Changed,
+}
 
 /// What is at a path.
 enum Node {
@@ -98,7 +112,7 @@ impl<'r> DerivedTree<'r> {
             .load_commit(base)
             .context_with(|| format!("loading commit {base}"))?;
         let base_meta = v.child_value(0);
-        Ok(Self {
+        let mut tree = Self {
             repo,
             root,
             default_dirmeta,
@@ -106,7 +120,54 @@ impl<'r> DerivedTree<'r> {
             base_meta,
             policy: enabled_policy(repo, base)?,
             policy_changed: false,
-        })
+            base_fixed: false,
+            unsaved_fixes: None,
+        };
+        tree.fix_base(base)?;
+        Ok(tree)
+    }
+
+    /// Brings the base's own entries to their fixed-up form under the
+    /// base's policy: from the repository's record of them, or, without
+    /// one, by fixing up a tree of the base alone (kept for
+    /// [`Self::save_base_fixes`]).
+    fn fix_base(&mut self, base: &str) -> Result<()> {
+        if let Some(fixes) = base_fixes::load(self.repo, base) {
+            if base_fixes::apply(&self.root, &fixes) {
+                self.base_fixed = true;
+                return Ok(());
+            }
+            tracing::debug!("the recorded fixes of {base} do not match its tree: found again");
+        }
+        let alone = ostree::MutableTree::from_commit(self.repo, base)
+            .context_with(|| format!("loading the tree of {base}"))?;
+        let mut fixes = Vec::new();
+        self.fix_up(
+            &alone,
+            "/",
+            self.policy.as_ref(),
+            Walk::Everything,
+            &mut fixes,
+        )?;
+        if !base_fixes::apply(&self.root, &fixes) {
+            return Err(Error::BadCommit {
+                commit: base.to_string(),
+                reason: "its fixed-up entries do not apply to its own tree".into(),
+            });
+        }
+        self.base_fixed = true;
+        self.unsaved_fixes = Some(fixes);
+        Ok(())
+    }
+
+    /// Records the base's fixes this tree found (once its objects are
+    /// committed); a failure only costs the next tree the search.
+    pub(super) fn save_base_fixes(&self, base: &str) {
+        if let Some(fixes) = &self.unsaved_fixes {
+            if let Err(e) = base_fixes::save(self.repo, base, fixes) {
+                tracing::debug!("recording the fixes of {base}: {e}");
+            }
+        }
     }
 
     fn lookup(dir: &ostree::MutableTree, name: &str) -> Result<Node> {
@@ -492,11 +553,17 @@ impl<'r> DerivedTree<'r> {
     ///   read bit set;
     /// - with a `policy` (the merged tree has one), it labels every path by
     ///   the policy, keeping the other xattrs.
+    ///
+    /// With [`Walk::Changed`], a directory unchanged since it was loaded is
+    /// not entered (its own metadata is still fixed). Every change made is
+    /// pushed to `fixes`.
     fn fix_up(
         &self,
         dir: &ostree::MutableTree,
         path: &str,
         policy: Option<&ostree::SePolicy>,
+        walk: Walk,
+        fixes: &mut Vec<Fix>,
     ) -> Result<()> {
         let label = |p: &str, mode: u32| -> Result<Option<glib::GString>> {
             match policy {
@@ -522,7 +589,14 @@ impl<'r> DerivedTree<'r> {
             if let Some(new) = relabeled(xattrs, label(path, mode)?) {
                 let c = write_dirmeta(self.repo, uid, gid, mode & 0o7777, Some(&new.to_variant()))?;
                 dir.set_metadata_checksum(&c);
+                fixes.push(Fix::Dir {
+                    path: path.to_string(),
+                    checksum: c,
+                });
             }
+        }
+        if walk == Walk::Changed && base_fixes::unchanged(dir) {
+            return Ok(());
         }
         for (name, csum) in dir.copy_files() {
             let child = format!("{}/{name}", path.trim_end_matches('/'));
@@ -583,12 +657,18 @@ impl<'r> DerivedTree<'r> {
                     .to_string()
             };
             dir.replace_file(&name, &written).context_with(ctx)?;
+            fixes.push(Fix::File {
+                path: child,
+                checksum: written,
+            });
         }
         for (name, sub) in dir.copy_subdirs() {
             self.fix_up(
                 &sub,
                 &format!("{}/{name}", path.trim_end_matches('/')),
                 policy,
+                walk,
+                fixes,
             )?;
         }
         Ok(())
@@ -604,7 +684,14 @@ impl<'r> DerivedTree<'r> {
     ) -> Result<String> {
         let started = std::time::Instant::now();
         let policy = self.policy(base)?;
-        self.fix_up(&self.root, "/", policy.as_ref())?;
+        // The base's entries were fixed under the base's policy; a layer
+        // that changed the policy needs every path labeled again by it.
+        let walk = if self.base_fixed && !self.policy_changed {
+            Walk::Changed
+        } else {
+            Walk::Everything
+        };
+        self.fix_up(&self.root, "/", policy.as_ref(), walk, &mut Vec::new())?;
         tracing::debug!(elapsed = ?started.elapsed(), "modes and labels fixed up");
         let root = self.write_root(base)?;
         tracing::debug!(elapsed = ?started.elapsed(), "derived tree written");
