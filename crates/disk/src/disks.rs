@@ -1,0 +1,251 @@
+//! Every platform's disk from one deployment: written in an order that
+//! lets a converted disk take its root filesystem from a raw one, each
+//! converted and hashed in a thread of its own while the next is written,
+//! then compressed when asked.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::bootfiles::{self, BootFiles};
+use crate::userns::Job;
+use crate::{fs, hash, layout, raw};
+use crate::{Artifact, Build, Platform, Uncompressed};
+
+impl Build<'_> {
+    /// The order the disks are written in: the raw artifacts first, so
+    /// that a converted disk can take its root filesystem from one of
+    /// them (see `write_disks`); otherwise as given.
+    pub(crate) fn write_order(&self) -> Vec<&'static Platform> {
+        let mut order = self.platforms.to_vec();
+        order.sort_by_key(|p| p.format.qemu_img_args().is_some());
+        order
+    }
+
+    /// Each platform's disk, written and hashed: its boot filesystem, a
+    /// raw disk, converted when its format is not raw. Converting and
+    /// hashing a disk cost about as much as writing it, so each disk is
+    /// converted and hashed in a thread of its own while the next is
+    /// written and the sysroot removed; a raw disk's part before its root
+    /// filesystem was already hashed while the root was written (see
+    /// `raw::write_disk`).
+    pub(crate) fn write_disks(
+        &self,
+        files: &BootFiles,
+        root_min: u64,
+        in_memory: bool,
+        started: std::time::Instant,
+    ) -> Result<Vec<Artifact>> {
+        let (opts, id, ns, stage) = (self.opts, self.id, self.ns, &self.stage);
+        std::thread::scope(|scope| -> Result<Vec<Artifact>> {
+            let mut hashing = Vec::new();
+            // The first raw disk written, with its root partition: the
+            // root filesystem of every later disk whose root partition is
+            // the same is copied from it. A converted disk's raw stays
+            // until the last disk is written and converted.
+            let mut first_root: Option<(PathBuf, layout::Part)> = None;
+            // The raw artifacts written, with their layouts.
+            let mut raws: Vec<(PathBuf, layout::Layout)> = Vec::new();
+            let mut converted_raws = Vec::new();
+            for p in self.write_order() {
+                let t = std::time::Instant::now();
+                let boot_p = stage.dir.join(format!("boot-{}", p.name));
+                fs::copy_tree(&stage.boot, &boot_p)?;
+                bootfiles::platform_boot(&boot_p, p, id, &files.pretty, files.reads_bls)?;
+                let raw = stage.dir.join(format!("{}.raw", p.name));
+                let lay = layout::plan(
+                    p.sector_size,
+                    root_min,
+                    opts.size.or(p.fixed_size),
+                    &opts.uuids,
+                )?;
+                let converted = p.format.qemu_img_args();
+                // A disk to convert whose layout a raw artifact has
+                // differs from it only before the root partition (the
+                // boot filesystem's kernel arguments): its raw holds that
+                // part, and the conversion reads the rest from the
+                // artifact (qemu-img concatenates its sources; the same
+                // bytes as from a whole raw), so the root filesystem is
+                // not copied once more only to be read.
+                let borrowed = converted
+                    .and(raws.iter().find(|(_, l)| *l == lay))
+                    .map(|(path, _)| path.clone());
+                let root = match &first_root {
+                    _ if borrowed.is_some() => raw::Root::Elsewhere,
+                    Some((path, part)) if part == lay.root() => raw::Root::CopyFrom(path),
+                    // The deployment wrote the first disk's root (see
+                    // `Build::in_memory`, which holds the others to the
+                    // same partition).
+                    None if in_memory => raw::Root::Written,
+                    _ if in_memory => bail!("{}: the sysroot is gone", p.name),
+                    _ => raw::Root::Tree(&stage.sysroot),
+                };
+                let prefix_hashed = raw::write_disk(
+                    ns,
+                    &raw,
+                    &lay,
+                    &raw::Sources {
+                        esp: &stage.esp,
+                        boot: &boot_p,
+                        root,
+                        boot_img: &files.boot_img,
+                        core_img: &files.core_img,
+                        uuids: &opts.uuids,
+                        epoch: self.epoch,
+                    },
+                    converted.is_none(),
+                )?;
+                let name = format!(
+                    "{}-{}-{}.x86_64.{}",
+                    id.osname,
+                    id.version,
+                    p.name,
+                    p.extension()
+                );
+                let dest = stage.out.join(&name);
+                let kept = match converted {
+                    None => {
+                        std::fs::rename(&raw, &dest)?;
+                        raws.push((dest.clone(), lay.clone()));
+                        dest.clone()
+                    }
+                    Some(_) => {
+                        strata_process::require("qemu-img")?;
+                        converted_raws.push(raw.clone());
+                        raw.clone()
+                    }
+                };
+                if first_root.is_none() && borrowed.is_none() {
+                    first_root = Some((kept, lay.root().clone()));
+                }
+                tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
+                let hash = scope.spawn({
+                    let dest = dest.clone();
+                    move || -> Result<(u64, String)> {
+                        if let Some(args) = converted {
+                            let t = std::time::Instant::now();
+                            let mut cmd = Command::new("qemu-img");
+                            cmd.arg("convert");
+                            match &borrowed {
+                                None => cmd.args(["-f", "raw"]).arg(&raw),
+                                Some(from) => {
+                                    let root = lay.root().start;
+                                    cmd.arg("--image-opts")
+                                        .arg(raw_slice(&raw, 0, Some(root)))
+                                        .arg(raw_slice(from, root, None))
+                                }
+                            };
+                            strata_process::run(cmd.args(args).arg(&dest))?;
+                            tracing::debug!(elapsed = ?t.elapsed(), "converted {}", dest.display());
+                        }
+                        let hashed = match prefix_hashed {
+                            Some(hasher) => hasher.finish(),
+                            None => hash::hash_file(&dest),
+                        };
+                        tracing::debug!(elapsed = ?started.elapsed(), "hashed {}", dest.display());
+                        hashed
+                    }
+                });
+                hashing.push((p, dest, hash));
+            }
+            tracing::debug!(elapsed = ?started.elapsed(), "every disk written");
+            // The sysroot is no longer needed: removing thousands of files
+            // waits on the filesystem's journal, so it overlaps the
+            // conversions and the hashing.
+            let cleanup = scope.spawn(|| {
+                let removed = ns.run::<()>(&Job::Remove {
+                    path: stage.sysroot.clone(),
+                });
+                tracing::debug!(elapsed = ?started.elapsed(), "sysroot removed");
+                removed
+            });
+            // In the order given.
+            hashing.sort_by_key(|(p, _, _)| self.platforms.iter().position(|q| q.name == p.name));
+            let artifacts = hashing
+                .into_iter()
+                .map(|(p, path, hash)| {
+                    let (size, sha256) = hash.join().expect("the hashing thread panicked")?;
+                    Ok(Artifact {
+                        platform: p.name.to_string(),
+                        format: p.format.name().to_string(),
+                        path,
+                        size,
+                        sha256,
+                        uncompressed: None,
+                    })
+                })
+                .collect::<Result<Vec<_>>>();
+            for raw in converted_raws {
+                if let Err(e) = std::fs::remove_file(&raw) {
+                    tracing::warn!("removing {}: {e}", raw.display());
+                }
+            }
+            if let Ok(Err(e)) = cleanup.join() {
+                tracing::warn!("removing the sysroot: {e:#}");
+            }
+            artifacts
+        })
+    }
+}
+
+/// Each disk gzipped in place of itself (deterministic: the layers' gzip),
+/// its record naming the `.gz` file with the content's size and hash.
+pub(crate) fn compress(artifacts: &mut [Artifact]) -> Result<()> {
+    for a in artifacts {
+        let t = std::time::Instant::now();
+        let mut gz = a.path.clone().into_os_string();
+        gz.push(".gz");
+        let gz = PathBuf::from(gz);
+        let c = strata_oscontainer::gzip_file(&a.path, &gz)
+            .with_context(|| format!("compressing {}", a.path.display()))?;
+        if c.uncompressed_sha256 != a.sha256 {
+            bail!(
+                "{} changed while it was compressed (sha256 {} then {})",
+                a.path.display(),
+                a.sha256,
+                c.uncompressed_sha256
+            );
+        }
+        std::fs::remove_file(&a.path)?;
+        tracing::info!(platform = %a.platform, elapsed = ?t.elapsed(), "compressed {}", gz.display());
+        a.path = gz;
+        a.uncompressed = Some(Uncompressed {
+            size: c.uncompressed_size,
+            sha256: c.uncompressed_sha256,
+        });
+        a.size = c.size;
+        a.sha256 = c.sha256;
+    }
+    Ok(())
+}
+
+/// A `qemu-img --image-opts` source: `len` bytes (to the end without)
+/// of the raw file `path` from `offset`.
+fn raw_slice(path: &Path, offset: u64, len: Option<u64>) -> std::ffi::OsString {
+    let mut opts = std::ffi::OsString::from(format!("driver=raw,offset={offset},"));
+    if let Some(len) = len {
+        opts.push(format!("size={len},"));
+    }
+    opts.push("file.driver=file,file.filename=");
+    // A comma inside a value is written twice.
+    opts.push(path.to_string_lossy().replace(',', ",,"));
+    opts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_slices_for_qemu_img() {
+        assert_eq!(
+            raw_slice(Path::new("/w/tmp/qemu.raw"), 0, Some(512)),
+            "driver=raw,offset=0,size=512,file.driver=file,file.filename=/w/tmp/qemu.raw"
+        );
+        assert_eq!(
+            raw_slice(Path::new("/w,x/metal.raw"), 537919488, None),
+            "driver=raw,offset=537919488,file.driver=file,file.filename=/w,,x/metal.raw"
+        );
+    }
+}
