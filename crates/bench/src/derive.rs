@@ -183,14 +183,28 @@ fn override_against_full(
 }
 
 /// openshift-kubelet as a CI job rebuilds it: unsigned, a new release
-/// (`n`: which merge).
+/// (`n`: which merge), a new binary, and the files of the same spec as the
+/// repository's build (a CI build does not change the package's file
+/// list; one that did would rightly make the initramfs again, whose cache
+/// checks every path name of the tree).
 fn rebuilt_kubelet(dir: &Path, n: u32) -> Result<PathBuf> {
     let release = format!("202612011200.p{n}.ci.el8");
+    let unit = "[Unit]\nDescription=Kubernetes Kubelet\n\n[Service]\nExecStart=/usr/bin/kubelet\n\n[Install]\nWantedBy=multi-user.target\n";
     let mut p = PkgSpec::new("openshift-kubelet", "4.13.0", &release)
         .requires(&["cri-o", "cri-tools", "util-linux"])
         .files([
-            FileSpec::file("/usr/bin/kubelet", vec![0x5a; 6_000_000], 0o755),
+            FileSpec::file(
+                "/usr/bin/kubelet",
+                vec![0x5a ^ (n % 256) as u8; 6_000_000],
+                0o755,
+            ),
+            FileSpec::file(
+                "/usr/lib/systemd/system/kubelet.service",
+                unit.as_bytes().to_vec(),
+                0o644,
+            ),
             FileSpec::dir("/etc/kubernetes", 0o755),
+            FileSpec::dir("/etc/kubernetes/manifests", 0o755),
         ]);
     p.build_time = 1_764_590_400;
     let path = dir.join(p.file_name());
