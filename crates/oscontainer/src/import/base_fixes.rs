@@ -45,7 +45,19 @@ struct Record {
     fixes: Vec<Fix>,
 }
 
+/// Whether `s` is a sha256 checksum as libostree writes it.
+fn is_checksum(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Where the record of `base` is kept; none for a name that is not a
+/// commit checksum (it becomes a file name).
 fn record_path(repo: &ostree::Repo, base: &str) -> Option<PathBuf> {
+    if !is_checksum(base) {
+        return None;
+    }
     let dir = repo.path().path()?;
     Some(
         dir.join("extensions/strata/base-fixes")
@@ -73,11 +85,7 @@ pub(super) fn load(repo: &ostree::Repo, base: &str) -> Option<Vec<Fix>> {
             Fix::File { checksum, .. } => (ostree::ObjectType::File, checksum),
             Fix::Dir { checksum, .. } => (ostree::ObjectType::DirMeta, checksum),
         };
-        let valid = checksum.len() == 64
-            && checksum
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if !valid {
+        if !is_checksum(checksum) {
             return unusable("a malformed checksum");
         }
         if !matches!(
