@@ -307,11 +307,10 @@ pub(crate) fn commit_streamed_layer(
     Ok(commit)
 }
 
-/// Removes what the repository at `repo` keeps for derived trees of base
-/// commits it no longer holds (run after pruning it); how many records.
-pub fn prune_derived_records(repo: &Path) -> Result<usize> {
-    let repo = commit::open_repo(repo)?;
-    Ok(base_fixes::prune(&repo))
+/// Removes what `repo` keeps for derived trees of base commits it no
+/// longer holds (run after pruning it); how many records.
+pub fn prune_derived_records(repo: &ostree::Repo) -> usize {
+    base_fixes::prune(repo)
 }
 
 /// True when the repository holds `commit` and libostree does not mark it

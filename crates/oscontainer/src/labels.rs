@@ -178,8 +178,15 @@ text_newtype!(
     /// An ostree commit checksum: 64 lowercase hexadecimal digits.
     CommitId,
     "an ostree commit checksum (64 lowercase hex digits)",
-    |s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    is_sha256_hex
 );
+
+/// A sha256 as libostree writes checksums: 64 lowercase hex digits.
+pub(crate) fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 fn version_like(s: &str) -> bool {
     (1..=128).contains(&s.len())

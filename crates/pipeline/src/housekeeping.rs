@@ -310,7 +310,7 @@ fn prune_repo(wd: &Workdir, history: &[BuildEntry], kept: &BTreeSet<Key>) -> Res
         let _ = repo.set_ref_immediate(None, &format!("{KEEP_REF_PREFIX}{c}"), None, cancel);
     }
     let (_, objects, bytes) = pruned.context("pruning the ostree repository")?;
-    let records = strata_oscontainer::prune_derived_records(&wd.repo())?;
+    let records = strata_oscontainer::prune_derived_records(&repo);
     tracing::debug!("{records} records of pruned base commits removed");
     Ok((u64::try_from(objects).unwrap_or(0), bytes))
 }

@@ -24,6 +24,7 @@ use ostree::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Context, Error, Result};
+use crate::labels::is_sha256_hex;
 
 /// Bumped whenever the fix-up's rules change: older records are not used.
 const FORMAT: u32 = 1;
@@ -45,17 +46,10 @@ struct Record {
     fixes: Vec<Fix>,
 }
 
-/// Whether `s` is a sha256 checksum as libostree writes it.
-fn is_checksum(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
 /// Where the record of `base` is kept; none for a name that is not a
 /// commit checksum (it becomes a file name).
 fn record_path(repo: &ostree::Repo, base: &str) -> Option<PathBuf> {
-    if !is_checksum(base) {
+    if !is_sha256_hex(base) {
         return None;
     }
     let dir = repo.path().path()?;
@@ -85,7 +79,7 @@ pub(super) fn load(repo: &ostree::Repo, base: &str) -> Option<Vec<Fix>> {
             Fix::File { checksum, .. } => (ostree::ObjectType::File, checksum),
             Fix::Dir { checksum, .. } => (ostree::ObjectType::DirMeta, checksum),
         };
-        if !is_checksum(checksum) {
+        if !is_sha256_hex(checksum) {
             return unusable("a malformed checksum");
         }
         if !matches!(

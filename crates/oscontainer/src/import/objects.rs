@@ -38,11 +38,7 @@ fn parse_object_path(rest: &str) -> Option<(String, &str)> {
     let (shard, name) = rest.split_once('/')?;
     let (hash, ext) = name.split_once('.')?;
     let checksum = format!("{shard}{hash}");
-    let valid = shard.len() == 2
-        && checksum.len() == 64
-        && checksum
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let valid = shard.len() == 2 && crate::labels::is_sha256_hex(&checksum);
     valid.then_some((checksum, ext))
 }
 
