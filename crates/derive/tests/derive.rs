@@ -61,15 +61,12 @@ fn bases() -> &'static (SharedDir, ComposeResult, ComposeResult) {
         // In the same breath (librpm again): the demo base with an SELinux
         // policy, in a workdir of its own.
         let lw = shared("labeled");
-        let manifest = lw.path().join("labeled.yaml");
-        std::fs::write(
-            &manifest,
-            format!(
-                "edition: 1\ninclude: {}\npackages:\n  - selinux-policy-minimum\n",
-                demo("rhel-8.6.yaml").display()
-            ),
-        )
-        .unwrap();
+        let manifest = manifest_over(
+            lw.path(),
+            "labeled.yaml",
+            "rhel-8.6.yaml",
+            "packages:\n  - selinux-policy-minimum\n",
+        );
         let labeled = compose(
             &ComposeOptions::new(&manifest, lw.path().join("work"), worker().arg("install"))
                 .vars(vars())
@@ -459,15 +456,12 @@ fn a_release_that_asks_for_it_gets_a_new_initramfs_without_changing_its_inputs()
     let (_, b) = base();
     let w = workdir_with_base();
     let m = tempfile::tempdir().unwrap();
-    let manifest = m.path().join("ocp-4.12-initramfs.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
-            "edition: 1\ninclude: {}\nregenerate-initramfs: true\n",
-            demo("ocp-4.12.yaml").display()
-        ),
-    )
-    .unwrap();
+    let manifest = manifest_over(
+        m.path(),
+        "ocp-4.12-initramfs.yaml",
+        "ocp-4.12.yaml",
+        "regenerate-initramfs: true\n",
+    );
     let r = derive_in(w.path(), &[manifest], &[]).unwrap();
     let meta = meta_of(&r[0]);
     assert!(
@@ -595,17 +589,25 @@ fn builds_json(w: &Path) -> String {
     std::fs::read_to_string(w.join("history.json")).unwrap_or_default()
 }
 
-fn release_manifest(dir: &Path, extra: &str) -> PathBuf {
-    let path = dir.join("release.yaml");
+/// `dir/name`: a manifest that includes the demo manifest `demo_file` and
+/// adds `body`.
+fn manifest_over(dir: &Path, name: &str, demo_file: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
     std::fs::write(
         &path,
-        format!(
-            "edition: 1\ninclude: {}\nrelease: \"4.13\"\n{extra}",
-            demo("rhel-8.6-repos.yaml").display()
-        ),
+        format!("edition: 1\ninclude: {}\n{body}", demo(demo_file).display()),
     )
     .unwrap();
     path
+}
+
+fn release_manifest(dir: &Path, extra: &str) -> PathBuf {
+    manifest_over(
+        dir,
+        "release.yaml",
+        "rhel-8.6-repos.yaml",
+        &format!("release: \"4.13\"\n{extra}"),
+    )
 }
 
 #[test]
@@ -1051,16 +1053,12 @@ fn initramfs_cache_entries(w: &Path) -> BTreeSet<(PathBuf, u64)> {
 
 /// 4.13 with one more postprocess script.
 fn ocp_413_then(dir: &Path, script: &str) -> PathBuf {
-    let path = dir.join("ocp-4.13-changed.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "edition: 1\ninclude:\n  - {}\npostprocess:\n  - {script:?}\n",
-            demo("ocp-4.13.yaml").display()
-        ),
+    manifest_over(
+        dir,
+        "ocp-4.13-changed.yaml",
+        "ocp-4.13.yaml",
+        &format!("postprocess:\n  - {script:?}\n"),
     )
-    .unwrap();
-    path
 }
 
 /// The CI case: every merge of the kubelet repository derives 4.13 with
