@@ -289,6 +289,7 @@ fn regenerate_initramfs(job: &Job, os_release: Option<&Path>) -> Result<Initramf
     layout.etc_in_usr_etc = true;
     layout.os_release = os_release.map(Path::to_path_buf);
     let cache = job.initramfs_cache.as_deref().map(Cache::new);
+    let command = generator.invocation(root, &layout, &kernel.kver).argv;
     let ran = generator.run(
         root,
         &layout,
@@ -312,6 +313,6 @@ fn regenerate_initramfs(job: &Job, os_release: Option<&Path>) -> Result<Initramf
         }
     }
     record.regenerated = true;
-    record.command = generator.argv(&kernel.kver);
+    record.command = command;
     Ok(record)
 }

@@ -3,13 +3,9 @@
 //! [`gzip_file`] gives a file (a disk image) the same gzip as layers, for
 //! artifacts published as `.gz`.
 //!
-//! gzip goes through `miniz_oxide` directly, not through `flate2`: flate2
-//! picks its deflate backend (C zlib, zlib-rs, miniz) from the Cargo features
-//! of whatever else is in the build, so the same strata source would write
-//! different layer bytes depending on which crates were compiled alongside it.
-//! The gzip header is fixed: mtime 0, no file name, OS "unknown"; the deflate
-//! stream is made of independent 1 MiB blocks compressed in parallel
-//! ([`GzipWriter`]), cut at fixed offsets. zstd uses the
+//! gzip is [`strata_process::gzip`]'s at [`GZIP_LEVEL`]: a fixed header and
+//! independent 1 MiB blocks deflated in parallel, cut at fixed offsets, the
+//! bytes depending only on the input. zstd uses the
 //! vendored libzstd of `zstd-sys` single-threaded, which is deterministic for a
 //! given level and version. Nothing here may read the clock or the
 //! environment.
@@ -17,11 +13,9 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use miniz_oxide::deflate::core::{
-    compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
-};
 use oci_spec::image::MediaType;
 use sha2::{Digest as _, Sha256};
+use strata_process::gzip::{GzipWriter, BLOCK};
 
 use crate::artifact::ArtifactFile;
 use crate::error::Context;
@@ -70,7 +64,7 @@ impl std::str::FromStr for Compression {
 /// for 0.9% (fixture content) to 1.6% (Debian's /usr/lib) larger output,
 /// which makes encapsulation faster than ostree-ext's C zlib at level 6
 /// on one core, while images stay within 2% of the size.
-const GZIP_LEVEL: i32 = 4;
+const GZIP_LEVEL: u8 = 4;
 /// zstd level (zstd's default).
 const ZSTD_LEVEL: i32 = 3;
 
@@ -84,7 +78,7 @@ pub(crate) enum Encoder<W: Write> {
 impl<W: Write> Encoder<W> {
     pub(crate) fn new(c: Compression, inner: W) -> io::Result<Self> {
         Ok(match c {
-            Compression::Gzip => Encoder::Gzip(GzipWriter::new(inner)?),
+            Compression::Gzip => Encoder::Gzip(GzipWriter::new(inner, GZIP_LEVEL)?),
             Compression::Zstd => {
                 let mut e = zstd::stream::write::Encoder::new(inner, ZSTD_LEVEL)?;
                 e.include_checksum(true)?;
@@ -127,131 +121,6 @@ impl<'a> ocidir::WriteComplete<ocidir::BlobWriter<'a>> for Encoder<ocidir::BlobW
     }
 }
 
-/// A gzip member with a fixed header around a raw deflate stream, deflated
-/// in parallel.
-///
-/// The input is cut into blocks of [`BLOCK`] bytes at fixed offsets; each
-/// block is deflated by a fresh compressor (so it refers to no earlier data)
-/// and ends with a sync flush, which byte-aligns it without ending the
-/// stream; the last one ends the stream. Concatenated, the blocks are one
-/// valid deflate stream (what pigz writes with `--independent`). Blocks are
-/// deflated [`BATCH`] at a time on the rayon pool, written in order. The
-/// bytes depend only on the input and [`BLOCK`], never on the number of
-/// threads or on how the caller splits its writes; the cost is a slightly
-/// worse ratio than one long stream (each block starts with an empty
-/// window).
-pub(crate) struct GzipWriter<W: Write> {
-    inner: W,
-    flags: u32,
-    crc: crc32fast::Hasher,
-    len: u64,
-    /// Full blocks waiting to be deflated.
-    full: Vec<Vec<u8>>,
-    /// The block being filled.
-    current: Vec<u8>,
-}
-
-/// gzip header: magic, deflate, no flags, mtime 0, no extra flags, OS unknown.
-const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
-/// Bytes of input per independently deflated block. Changing it changes
-/// every gzip layer's bytes.
-const BLOCK: usize = 1 << 20;
-/// Blocks deflated at once (memory: about twice this many blocks).
-const BATCH: usize = 8;
-
-impl<W: Write> GzipWriter<W> {
-    pub(crate) fn new(mut inner: W) -> io::Result<Self> {
-        inner.write_all(&GZIP_HEADER)?;
-        Ok(Self {
-            inner,
-            flags: create_comp_flags_from_zip_params(GZIP_LEVEL, -15, 0),
-            crc: crc32fast::Hasher::new(),
-            len: 0,
-            full: Vec::new(),
-            current: Vec::with_capacity(BLOCK),
-        })
-    }
-
-    /// Deflates `blocks` in parallel, the last with `last_flush`, and
-    /// writes them in order.
-    fn deflate(&mut self, blocks: &[Vec<u8>], last_flush: TDEFLFlush) -> io::Result<()> {
-        use rayon::prelude::*;
-        let flags = self.flags;
-        let n = blocks.len();
-        let out: Vec<io::Result<Vec<u8>>> = blocks
-            .par_iter()
-            .enumerate()
-            .map(|(i, block)| {
-                let flush = if i + 1 == n {
-                    last_flush
-                } else {
-                    TDEFLFlush::Sync
-                };
-                deflate_block(flags, block, flush)
-            })
-            .collect();
-        for o in out {
-            self.inner.write_all(&o?)?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn finish(mut self) -> io::Result<W> {
-        let mut blocks = std::mem::take(&mut self.full);
-        blocks.push(std::mem::take(&mut self.current));
-        self.deflate(&blocks, TDEFLFlush::Finish)?;
-        let crc = self.crc.clone().finalize();
-        self.inner.write_all(&crc.to_le_bytes())?;
-        // ISIZE is the input length modulo 2^32.
-        self.inner.write_all(&(self.len as u32).to_le_bytes())?;
-        self.inner.flush()?;
-        Ok(self.inner)
-    }
-}
-
-/// One block as raw deflate data, ended by `flush` (`Sync`: byte-aligned,
-/// stream continues; `Finish`: stream ends).
-fn deflate_block(flags: u32, block: &[u8], flush: TDEFLFlush) -> io::Result<Vec<u8>> {
-    let mut d = Box::new(CompressorOxide::new(flags));
-    let mut out = Vec::with_capacity(block.len() / 2 + 64);
-    let (status, consumed) = compress_to_output(&mut d, block, flush, |chunk| {
-        out.extend_from_slice(chunk);
-        true
-    });
-    match status {
-        TDEFLStatus::Okay | TDEFLStatus::Done if consumed == block.len() => Ok(out),
-        _ => Err(io::Error::other(format!(
-            "deflate failed: {status:?} after {consumed} of {} bytes",
-            block.len()
-        ))),
-    }
-}
-
-impl<W: Write> Write for GzipWriter<W> {
-    fn write(&mut self, mut buf: &[u8]) -> io::Result<usize> {
-        let n = buf.len();
-        self.crc.update(buf);
-        self.len += n as u64;
-        while !buf.is_empty() {
-            let take = (BLOCK - self.current.len()).min(buf.len());
-            self.current.extend_from_slice(&buf[..take]);
-            buf = &buf[take..];
-            if self.current.len() == BLOCK {
-                let block = std::mem::replace(&mut self.current, Vec::with_capacity(BLOCK));
-                self.full.push(block);
-                if self.full.len() == BATCH {
-                    let blocks = std::mem::take(&mut self.full);
-                    self.deflate(&blocks, TDEFLFlush::Sync)?;
-                }
-            }
-        }
-        Ok(n)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-
 /// What [`gzip_file`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Compressed {
@@ -281,7 +150,7 @@ pub fn gzip_file(src: &Path, dest: &Path) -> crate::Result<Compressed> {
         strata_process::progress::Meter::new(format!("compressing {name}"), total),
     );
     let mut out = ArtifactFile::create(dest)?;
-    let mut gz = GzipWriter::new(&mut out).context_with(compressing)?;
+    let mut gz = GzipWriter::new(&mut out, GZIP_LEVEL).context_with(compressing)?;
     let mut hash = Sha256::new();
     let mut len = 0u64;
     let mut buf = vec![0u8; BLOCK];
@@ -309,73 +178,12 @@ pub fn gzip_file(src: &Path, dest: &Path) -> crate::Result<Compressed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
 
     fn sample() -> Vec<u8> {
         // Compressible but not trivial: 3 MiB of a repeating, shifting pattern.
         (0..3 * 1024 * 1024u32)
             .map(|i| ((i / 7) ^ (i % 251)) as u8)
             .collect()
-    }
-
-    #[test]
-    fn gzip_round_trips_and_is_stable() {
-        let data = sample();
-        let encode = |chunk: usize| {
-            let mut w = GzipWriter::new(Vec::new()).unwrap();
-            for c in data.chunks(chunk) {
-                w.write_all(c).unwrap();
-            }
-            w.finish().unwrap()
-        };
-        let a = encode(4096);
-        // Different write sizes give the same bytes.
-        assert_eq!(a, encode(100_000));
-        assert_eq!(&a[..10], &GZIP_HEADER);
-        assert!(a.len() < data.len() / 3, "{} of {}", a.len(), data.len());
-        let mut back = Vec::new();
-        flate2::read::GzDecoder::new(&a[..])
-            .read_to_end(&mut back)
-            .unwrap();
-        assert_eq!(back, data);
-    }
-
-    #[test]
-    fn gzip_bytes_do_not_depend_on_threads_or_batches() {
-        // More than one batch of blocks, and a last block exactly full.
-        let data: Vec<u8> = sample()
-            .into_iter()
-            .cycle()
-            .take(BLOCK * (BATCH + 2))
-            .collect();
-        let encode = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
-                let mut w = GzipWriter::new(Vec::new()).unwrap();
-                w.write_all(&data).unwrap();
-                w.finish().unwrap()
-            })
-        };
-        let one = encode(1);
-        assert_eq!(one, encode(3));
-        let mut back = Vec::new();
-        flate2::read::GzDecoder::new(&one[..])
-            .read_to_end(&mut back)
-            .unwrap();
-        assert_eq!(back, data);
-    }
-
-    #[test]
-    fn empty_input() {
-        let gz = GzipWriter::new(Vec::new()).unwrap().finish().unwrap();
-        let mut back = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
-            .read_to_end(&mut back)
-            .unwrap();
-        assert!(back.is_empty());
     }
 
     /// `program` on PATH, or a failure naming the Debian package.
@@ -424,7 +232,7 @@ mod tests {
             assert_eq!(gzip_file(src, &b).unwrap(), info);
             let gz = std::fs::read(&a).unwrap();
             assert!(gz == std::fs::read(&b).unwrap(), "{src:?}: same bytes");
-            assert_eq!(&gz[..10], &GZIP_HEADER);
+            assert_eq!(&gz[..10], &strata_process::gzip::GZIP_HEADER);
             assert_eq!(info.size, gz.len() as u64);
             assert_eq!(info.sha256, first_word_of(&sha256sum, &a));
             assert_eq!(

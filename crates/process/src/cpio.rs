@@ -1,9 +1,10 @@
 //! newc cpio archives as the kernel unpacks an initrd: one archive after
 //! another, each on a 4-byte boundary.
 //!
-//! Three uses: the device nodes an initramfs generator run without mknod
-//! leaves out ([`append_device_nodes`]), the live root image's one
-//! member (strata-disk), and the names an initramfs holds
+//! Four uses: the device nodes an initramfs generator run without mknod
+//! leaves out ([`append_device_nodes`]), the compression of an initramfs
+//! its generator left uncompressed ([`gzip_main_archive`]), the live root
+//! image's one member (strata-disk), and the names an initramfs holds
 //! ([`read_members`], for the initramfs cache).
 
 use std::io::Write;
@@ -101,6 +102,48 @@ pub fn append_device_nodes(path: &Path, epoch: i64) -> std::io::Result<()> {
     let len = f.metadata()?.len();
     f.write_all(&vec![0u8; pad4(len)])?;
     f.write_all(&archive)
+}
+
+/// The name of the member that marks an early archive: dracut's early
+/// microcode archive, which the kernel reads uncompressed, before the
+/// main one.
+const EARLY_MARKER: &str = "early_cpio";
+
+/// Compresses the main archive of the uncompressed initramfs at `path` in
+/// place with [`crate::gzip`] at `level`, leaving the early archives
+/// before it (those holding [`EARLY_MARKER`]) as they are, as dracut lays
+/// out an image it compresses itself. `false`, and the file untouched,
+/// when no uncompressed archive follows the early ones (the image was
+/// compressed already). The file is rewritten in place.
+pub fn gzip_main_archive(path: &Path, level: u8) -> std::io::Result<bool> {
+    let image = std::fs::read(path)?;
+    let mut at = 0;
+    loop {
+        let start = at + image[at..].iter().take_while(|&&b| b == 0).count();
+        if !image[start..].starts_with(b"070701") {
+            return Ok(false);
+        }
+        let mut early = false;
+        let rest = read_archive(&image[start..], &mut |name, _, _| {
+            early |= name == EARLY_MARKER;
+        })?;
+        if !early {
+            at = start;
+            break;
+        }
+        at = image.len() - rest.len();
+    }
+    let mut gz = crate::gzip::GzipWriter::new(image[..at].to_vec(), level)?;
+    gz.write_all(&image[at..])?;
+    let out = gz.finish()?;
+    // In place, as the generator wrote it: a new entry in the directory
+    // would change the directory, which a derived layer records.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?
+        .write_all(&out)?;
+    Ok(true)
 }
 
 /// Calls `visit` with the name, mode and data of each member of an initrd
@@ -218,6 +261,63 @@ mod tests {
         assert_eq!(&bytes[5..8], &[0, 0, 0]);
         assert!(bytes[8..].starts_with(b"070701"));
         assert!(bytes.ends_with(b"TRAILER!!!\0\0\0\0"));
+    }
+
+    /// A newc archive of `names`, each holding its name, as `cpio -o`
+    /// writes it (padded to 512 bytes).
+    fn archive(names: &[&str]) -> Vec<u8> {
+        let mut a = Vec::new();
+        for (ino, name) in (1..).zip(names) {
+            a.extend(entry(&Entry {
+                ino,
+                mode: 0o100_644,
+                mtime: 0,
+                size: name.len() as u64,
+                rdev: (0, 0),
+                name,
+            }));
+            a.extend(name.as_bytes());
+            a.resize(a.len() + pad4(a.len() as u64), 0);
+        }
+        a.extend(entry(&Entry::trailer()));
+        a.resize(a.len().div_ceil(512) * 512, 0);
+        a
+    }
+
+    #[test]
+    fn the_main_archive_is_gzipped_after_the_early_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("initrd");
+        let early = archive(&["early_cpio", "kernel/x86/microcode/GenuineIntel.bin"]);
+        let main = archive(&["init", "usr/bin/sh"]);
+        std::fs::write(&p, [early.clone(), main.clone()].concat()).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(gzip_main_archive(&p, 6).unwrap());
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[..early.len()], &early[..]);
+        assert!(bytes[early.len()..].starts_with(&crate::gzip::GZIP_HEADER));
+        let mut back = Vec::new();
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&bytes[early.len()..]),
+            &mut back,
+        )
+        .unwrap();
+        assert_eq!(back, main);
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut names = Vec::new();
+        assert!(read_members(&bytes, &mut |n, _, _| names.push(n.to_string())).unwrap());
+        assert_eq!(names.len(), 4, "{names:?}");
+
+        // Compressed already: untouched. Without an early archive, all of it.
+        assert!(!gzip_main_archive(&p, 6).unwrap());
+        assert_eq!(std::fs::read(&p).unwrap(), bytes);
+        std::fs::write(&p, &main).unwrap();
+        assert!(gzip_main_archive(&p, 6).unwrap());
+        assert!(std::fs::read(&p)
+            .unwrap()
+            .starts_with(&crate::gzip::GZIP_HEADER));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! This crate must not interpret any tool's output: callers do that.
 
 pub mod cpio;
+pub mod gzip;
 pub mod progress;
 pub mod sandbox;
 pub mod userns;

@@ -82,14 +82,16 @@ impl Generator {
         // would leave them out.
         let env = [("DRACUT_NO_MKNOD", "1")];
         let image = root.join(image_path(kver));
+        let call = self.invocation(root, layout, kver);
         let Some(cache) = cache else {
-            sandbox::run_in_tree(root, layout, source_date_epoch, &env, &self.argv(kver))
+            sandbox::run_in_tree(root, layout, source_date_epoch, &env, &call.argv)
                 .with_context(|| format!("generating the initramfs with {}", self.name))?;
-            self.append_device_nodes(&image, source_date_epoch)?;
+            self.finish_image(&call, &image, source_date_epoch)?;
             return Ok(Made::Generated(None));
         };
         let run = initramfs_cache::Run {
             generator: self,
+            call: &call,
             kver,
             source_date_epoch,
             layout,
@@ -114,11 +116,11 @@ impl Generator {
             layout,
             source_date_epoch,
             &env,
-            &self.argv(kver),
+            &call.argv,
             trace.path(),
         )
         .with_context(|| format!("generating the initramfs with {}", self.name))?;
-        self.append_device_nodes(&image, source_date_epoch)?;
+        self.finish_image(&call, &image, source_date_epoch)?;
         let recorded = fs::read_to_string(trace.path())
             .context("reading the generator's trace")
             .and_then(|text| cache.record(&run, root, &names, &text));
@@ -128,13 +130,113 @@ impl Generator {
         Ok(Made::Generated(Some(why)))
     }
 
-    fn append_device_nodes(&self, image: &Path, source_date_epoch: u64) -> Result<()> {
+    /// How the generator is called on the tree at `root` for kernel
+    /// `kver`: [`Self::argv`], and `--no-compress` when strata compresses
+    /// the image itself ([`Self::strata_compresses`]).
+    pub fn invocation(&self, root: &Path, layout: &sandbox::Layout, kver: &str) -> Invocation {
+        let mut argv = self.argv(kver);
+        let gzip = self.strata_compresses(root, layout).then_some(GZIP_LEVEL);
+        if gzip.is_some() {
+            argv.insert(1 + self.args.len(), NO_COMPRESS.to_string());
+        }
+        Invocation { argv, gzip }
+    }
+
+    /// Whether dracut would compress the image with gzip of its own accord,
+    /// so strata may compress it instead, on every core: the generator is
+    /// dracut; neither its arguments nor its configuration in the tree
+    /// (`/etc/dracut.conf`, `/etc/dracut.conf.d`,
+    /// `/usr/lib/dracut/dracut.conf.d`) say anything of compression, a
+    /// squashed image, a UEFI executable or another configuration; and the
+    /// tree has pigz or gzip, the first compressors dracut looks for. dracut
+    /// at `-9` on one core is most of its run (11 s of 14 at RHCOS size).
+    fn strata_compresses(&self, root: &Path, layout: &sandbox::Layout) -> bool {
+        const WORDS: &[&str] = &["compress", "squash", "uefi"];
+        const OPTIONS: &[&str] = &[
+            "--gzip",
+            "--bzip2",
+            "--lzma",
+            "--xz",
+            "--lzo",
+            "--lz4",
+            "--zstd",
+            "--conf",
+            "--confdir",
+            "-c",
+            "--kernel-image",
+            "--rebuild",
+        ];
+        if self.name != "dracut"
+            || self.args.iter().any(|a| {
+                WORDS.iter().any(|w| a.contains(w))
+                    || OPTIONS
+                        .iter()
+                        .any(|o| a == o || a.starts_with(&format!("{o}=")))
+            })
+        {
+            return false;
+        }
+        let host = |p: &str| layout.host_path(root, p);
+        let mut confs: Vec<std::path::PathBuf> = host("/etc/dracut.conf").into_iter().collect();
+        for dir in ["/etc/dracut.conf.d", "/usr/lib/dracut/dracut.conf.d"] {
+            let Some(dir) = host(dir) else { continue };
+            if let Ok(entries) = fs::read_dir(&dir) {
+                confs.extend(entries.flatten().map(|e| e.path()));
+            }
+        }
+        let configured = confs.iter().any(|conf| match fs::read(conf) {
+            Ok(text) => {
+                let text = String::from_utf8_lossy(&text);
+                WORDS.iter().any(|w| text.contains(w))
+            }
+            // A configuration strata cannot read may say anything.
+            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+        });
+        let has = |p: &str| host(p).is_some_and(|h| h.symlink_metadata().is_ok());
+        !configured
+            && ["/usr/bin/pigz", "/usr/bin/gzip", "/bin/gzip"]
+                .iter()
+                .any(|p| has(p))
+    }
+
+    /// What strata adds to the generator's image: gzip when it compresses
+    /// it, then the device nodes.
+    fn finish_image(&self, call: &Invocation, image: &Path, source_date_epoch: u64) -> Result<()> {
+        if let Some(level) = call.gzip {
+            let compressed = strata_process::cpio::gzip_main_archive(image, level)
+                .with_context(|| format!("compressing {}", image.display()))?;
+            if !compressed {
+                tracing::debug!(
+                    "{} compressed {} itself despite {NO_COMPRESS}",
+                    self.name,
+                    image.display()
+                );
+            }
+        }
         strata_process::cpio::append_device_nodes(
             image,
             i64::try_from(source_date_epoch).unwrap_or(0),
         )
         .with_context(|| format!("appending device nodes to {}", image.display()))
     }
+}
+
+/// dracut's option for an uncompressed image.
+const NO_COMPRESS: &str = "--no-compress";
+
+/// The gzip level strata compresses an initramfs at: zlib's default. At
+/// RHCOS size the image is 1 % larger than dracut's `gzip -9`, made in
+/// 1.3 s on two cores instead of 11 s on one.
+const GZIP_LEVEL: u8 = 6;
+
+/// How a run of the generator is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// The command line, run with the tree as `/`.
+    pub argv: Vec<String>,
+    /// The gzip level strata compresses the image at after the generator
+    /// ran, if it does.
+    pub gzip: Option<u8>,
 }
 
 /// How the initramfs came to be.
@@ -299,6 +401,57 @@ mod tests {
                 "usr/lib/dracut/dracut.conf.d/a.conf",
                 "usr/lib/dracut/modules.d/30ignition/module-setup.sh"
             ]
+        );
+    }
+
+    #[test]
+    fn strata_compresses_only_what_dracut_would_gzip() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        let layout = sandbox::Layout::default();
+        let dracut = |args: &[&str]| Generator {
+            name: "dracut".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        };
+        let conf_d = root.join("usr/lib/dracut/dracut.conf.d");
+        fs::create_dir_all(&conf_d).unwrap();
+        fs::write(conf_d.join("ostree.conf"), "reproducible=yes\n").unwrap();
+        let g = dracut(&["--no-hostonly"]);
+        // No gzip or pigz in the tree: dracut would pick something else.
+        assert_eq!(g.invocation(root, &layout, "k").gzip, None);
+        fs::create_dir_all(root.join("usr/bin")).unwrap();
+        fs::write(root.join("usr/bin/gzip"), "").unwrap();
+        let call = g.invocation(root, &layout, "k");
+        assert_eq!(call.gzip, Some(GZIP_LEVEL));
+        assert_eq!(
+            call.argv[..3],
+            ["/usr/bin/dracut", "--no-hostonly", NO_COMPRESS]
+        );
+        // The manifest or the tree chooses: dracut compresses.
+        for args in [
+            &["--xz"][..],
+            &["--compress=lz4"],
+            &["--add", "squash"],
+            &["-c", "x"],
+        ] {
+            assert_eq!(
+                dracut(args).invocation(root, &layout, "k").gzip,
+                None,
+                "{args:?}"
+            );
+        }
+        let etc_conf = root.join("etc/dracut.conf.d");
+        fs::create_dir_all(&etc_conf).unwrap();
+        fs::write(etc_conf.join("z.conf"), "compress=\"zstd\"\n").unwrap();
+        assert_eq!(g.invocation(root, &layout, "k").gzip, None);
+        assert_eq!(
+            Generator {
+                name: "mkinitcpio".into(),
+                args: vec![]
+            }
+            .invocation(root, &layout, "k")
+            .gzip,
+            None
         );
     }
 

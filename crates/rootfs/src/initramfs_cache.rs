@@ -43,7 +43,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::initramfs::Generator;
+use crate::initramfs::{Generator, Invocation};
 use crate::sandbox::Layout;
 
 /// The version of the entries' meaning: part of every key. Bump it with
@@ -64,6 +64,8 @@ pub struct Cache {
 #[derive(Debug)]
 pub(crate) struct Run<'a> {
     pub generator: &'a Generator,
+    /// How the generator is called ([`Generator::invocation`]).
+    pub call: &'a Invocation,
     pub kver: &'a str,
     pub source_date_epoch: u64,
     pub layout: &'a Layout,
@@ -79,8 +81,12 @@ impl Run<'_> {
             h.update(v);
         };
         field(FORMAT.as_bytes());
-        for arg in self.generator.argv(self.kver) {
+        for arg in &self.call.argv {
             field(arg.as_bytes());
+        }
+        if let Some(level) = self.call.gzip {
+            let block = strata_process::gzip::BLOCK;
+            field(format!("strata gzip level {level} block {block}").as_bytes());
         }
         field(self.source_date_epoch.to_string().as_bytes());
         field(&[u8::from(self.layout.etc_in_usr_etc)]);
@@ -259,8 +265,8 @@ impl Cache {
     /// Records the image just made at its place in the tree at `root`,
     /// from the trace of its run.
     pub(crate) fn record(&self, run: &Run, root: &Path, names: &Names, trace: &str) -> Result<()> {
-        let program = run.generator.argv(run.kver).remove(0);
-        let read = parse_trace(trace, &program)?;
+        let program = run.call.argv.first().context("an empty command line")?;
+        let read = parse_trace(trace, program)?;
         let output = run.output();
         let host_output = run
             .layout
