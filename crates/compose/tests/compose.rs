@@ -680,6 +680,59 @@ fn unsigned_and_foreign_signed_packages_are_refused_by_name() {
     assert!(workdir_has_no_build(&w));
 }
 
+/// The policy reads signed headers only: a payload altered after signing
+/// (its repodata made again to match, as a mirror could) is caught by
+/// librpm's digest check before anything is installed, naming the package.
+#[test]
+fn a_payload_altered_after_signing_fails_the_compose_naming_the_package() {
+    let _serial = serial();
+    let f = fixture();
+    let d = tempfile::tempdir().unwrap();
+    let mut tool = PkgSpec::new("strata-altered-tool", "1.0", "1.el8").files([FileSpec::file(
+        "/usr/bin/strata-altered-tool",
+        "payload ".repeat(4096),
+        0o755,
+    )]);
+    tool.build_time = 1_792_022_400;
+    let repo = d.path().join("altered");
+    Fixture::build_repo(&repo, &[tool.clone()], Signing::Release).unwrap();
+    let rpm = [
+        repo.join(tool.file_name()),
+        repo.join("Packages").join(tool.file_name()),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .unwrap();
+    let mut bytes = std::fs::read(&rpm).unwrap();
+    let at = bytes.len() - 64;
+    bytes[at] ^= 0xff;
+    // A new file: the repository's may be a link into a shared pool.
+    std::fs::remove_file(&rpm).unwrap();
+    std::fs::write(&rpm, bytes).unwrap();
+    strata_process::run(
+        std::process::Command::new("createrepo_c")
+            .args(["--quiet", "--update"])
+            .arg(&repo),
+    )
+    .unwrap();
+    let key = f.path(&f.info.release_key.path);
+    let m = wrapper(
+        d.path(),
+        &format!(
+            "repos:\n  - id: altered\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [altered]\npackages: [strata-altered-tool]\n",
+            repo.display(),
+            key.display()
+        ),
+    );
+    let w = d.path().join("w");
+    let err = format!("{:#}", compose_in(&w, &m).unwrap_err());
+    assert!(
+        err.contains("strata-altered-tool-1.0-1.el8") && err.contains("digest"),
+        "{err}"
+    );
+    assert!(workdir_has_no_build(&w));
+}
+
 /// Bad input: one clear error each, and nothing recorded in the workdir.
 #[test]
 fn bad_input_gives_a_clear_error_and_leaves_the_workdir_alone() {
