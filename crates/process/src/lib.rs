@@ -7,6 +7,9 @@
 //! Debian package that provides it, because the fix is always "install X".
 //!
 //! This crate must not interpret any tool's output: callers do that.
+//!
+//! It also holds the byte formats more than one crate writes: newc cpio
+//! ([`cpio`]) and deterministic parallel gzip ([`gzip`]).
 
 pub mod cpio;
 pub mod gzip;

@@ -14,6 +14,7 @@
 //! is derive's business), or run anything outside [`crate::sandbox`].
 
 use std::fs;
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
@@ -176,23 +177,18 @@ impl Generator {
         {
             return false;
         }
-        let host = |p: &str| layout.host_path(root, p);
-        let mut confs: Vec<std::path::PathBuf> = host("/etc/dracut.conf").into_iter().collect();
-        for dir in ["/etc/dracut.conf.d", "/usr/lib/dracut/dracut.conf.d"] {
-            let Some(dir) = host(dir) else { continue };
-            if let Ok(entries) = fs::read_dir(&dir) {
-                confs.extend(entries.flatten().map(|e| e.path()));
-            }
-        }
-        let configured = confs.iter().any(|conf| match fs::read(conf) {
-            Ok(text) => {
-                let text = String::from_utf8_lossy(&text);
-                WORDS.iter().any(|w| text.contains(w))
-            }
-            // A configuration strata cannot read may say anything.
-            Err(e) => e.kind() != std::io::ErrorKind::NotFound,
-        });
-        let has = |p: &str| host(p).is_some_and(|h| h.symlink_metadata().is_ok());
+        // A configuration strata cannot read may say anything.
+        let Some(confs) = dracut_configuration(root, layout) else {
+            return false;
+        };
+        let configured = confs
+            .iter()
+            .any(|text| WORDS.iter().any(|w| text.contains(w)));
+        let has = |p: &str| {
+            layout
+                .host_path(root, p)
+                .is_some_and(|h| initramfs_cache::open_input(root, &h).is_ok())
+        };
         !configured
             && ["/usr/bin/pigz", "/usr/bin/gzip", "/bin/gzip"]
                 .iter()
@@ -219,6 +215,48 @@ impl Generator {
         )
         .with_context(|| format!("appending device nodes to {}", image.display()))
     }
+}
+
+/// The text of each dracut configuration file in the tree at `root`,
+/// found as dracut finds it in the sandbox (links resolved inside the
+/// tree); `None` when one is not a regular file or cannot be read.
+fn dracut_configuration(root: &Path, layout: &sandbox::Layout) -> Option<Vec<String>> {
+    use std::io::Read;
+    let read = |host: &Path| -> Option<Option<String>> {
+        let mut f = match initramfs_cache::open_input(root, host) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(None),
+            Err(_) => return None,
+        };
+        if !f.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = Vec::new();
+        f.read_to_end(&mut text).ok()?;
+        Some(Some(String::from_utf8_lossy(&text).into_owned()))
+    };
+    let mut texts: Vec<String> = read(&layout.host_path(root, "/etc/dracut.conf")?)?
+        .into_iter()
+        .collect();
+    for dir in ["/etc/dracut.conf.d", "/usr/lib/dracut/dracut.conf.d"] {
+        let host = layout.host_path(root, dir)?;
+        let d = match initramfs_cache::open_input(root, &host) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&d).ok()? {
+            let name = entry.ok()?.file_name().to_bytes().to_vec();
+            if name != b"." && name != b".." {
+                names.push(std::ffi::OsString::from_vec(name));
+            }
+        }
+        for name in names {
+            texts.extend(read(&host.join(name))?);
+        }
+    }
+    Some(texts)
 }
 
 /// dracut's option for an uncompressed image.
@@ -440,6 +478,29 @@ mod tests {
                 "{args:?}"
             );
         }
+        // Links resolve inside the tree, as dracut sees them in the
+        // sandbox: a link to a host file is dangling there.
+        let elsewhere = tempfile::tempdir().unwrap();
+        fs::write(elsewhere.path().join("x.conf"), "compress=xz\n").unwrap();
+        let link = conf_d.join("host.conf");
+        std::os::unix::fs::symlink(elsewhere.path().join("x.conf"), &link).unwrap();
+        assert_eq!(g.invocation(root, &layout, "k").gzip, Some(GZIP_LEVEL));
+        fs::remove_file(&link).unwrap();
+        // What is not a regular file is no configuration strata can read.
+        fs::create_dir(conf_d.join("dir.conf")).unwrap();
+        assert_eq!(g.invocation(root, &layout, "k").gzip, None);
+        fs::remove_dir(conf_d.join("dir.conf")).unwrap();
+        // Nor is a FIFO, which does not block the check.
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            conf_d.join("fifo.conf"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        assert_eq!(g.invocation(root, &layout, "k").gzip, None);
+        fs::remove_file(conf_d.join("fifo.conf")).unwrap();
         let etc_conf = root.join("etc/dracut.conf.d");
         fs::create_dir_all(&etc_conf).unwrap();
         fs::write(etc_conf.join("z.conf"), "compress=\"zstd\"\n").unwrap();

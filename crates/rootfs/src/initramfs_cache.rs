@@ -493,7 +493,10 @@ fn fingerprint_timed(root: &Path, host: &Path) -> Result<Option<String>> {
     Ok(fingerprint(root, host, true)?.map(|(_, fp)| fp))
 }
 
-fn open_input(root: &Path, host: &Path) -> std::io::Result<fs::File> {
+/// `host`, a path under `root`, opened read-only as a program with `root`
+/// as `/` would find it: links resolved inside the tree; a FIFO does not
+/// block.
+pub(crate) fn open_input(root: &Path, host: &Path) -> std::io::Result<fs::File> {
     use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
     let Ok(rel) = host.strip_prefix(root) else {
         return fs::File::open(host);
