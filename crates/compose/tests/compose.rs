@@ -680,9 +680,9 @@ fn unsigned_and_foreign_signed_packages_are_refused_by_name() {
     assert!(workdir_has_no_build(&w));
 }
 
-/// The policy reads signed headers only: a payload altered after signing
-/// (its repodata made again to match, as a mirror could) is caught by
-/// librpm's digest check before anything is installed, naming the package.
+/// A payload altered after signing (its repodata made again to match, as a
+/// mirror could) is caught before anything is installed, naming the
+/// package.
 #[test]
 fn a_payload_altered_after_signing_fails_the_compose_naming_the_package() {
     let _serial = serial();
