@@ -166,13 +166,9 @@ impl Build<'_> {
         let kernel = tree::find_kernel(root)?;
         let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
         let cache = initramfs_cache::Cache::new(&self.c.wd.initramfs_cache());
-        let made = generator.run(
-            root,
-            &sandbox::Layout::default(),
-            sde,
-            &kernel.kver,
-            Some(&cache),
-        )?;
+        let layout = sandbox::Layout::default();
+        let call = generator.invocation(root, &layout, &kernel.kver);
+        let made = generator.run(root, &layout, &call, sde, Some(&cache))?;
         tracing::info!(
             "initramfs: {}",
             match made {

@@ -289,14 +289,8 @@ fn regenerate_initramfs(job: &Job, os_release: Option<&Path>) -> Result<Initramf
     layout.etc_in_usr_etc = true;
     layout.os_release = os_release.map(Path::to_path_buf);
     let cache = job.initramfs_cache.as_deref().map(Cache::new);
-    let command = generator.invocation(root, &layout, &kernel.kver).argv;
-    let ran = generator.run(
-        root,
-        &layout,
-        job.initramfs_epoch,
-        &kernel.kver,
-        cache.as_ref(),
-    );
+    let call = generator.invocation(root, &layout, &kernel.kver);
+    let ran = generator.run(root, &layout, &call, job.initramfs_epoch, cache.as_ref());
     if made_var_tmp {
         fs::remove_dir_all(&var_tmp).with_context(|| format!("removing {}", var_tmp.display()))?;
     }
@@ -313,6 +307,6 @@ fn regenerate_initramfs(job: &Job, os_release: Option<&Path>) -> Result<Initramf
         }
     }
     record.regenerated = true;
-    record.command = command;
+    record.command = call.argv;
     Ok(record)
 }

@@ -65,35 +65,35 @@ impl Generator {
         argv
     }
 
-    /// Makes the initramfs of kernel `kver` in the tree at `root` (laid out
-    /// as `layout` says), in the sandbox, with `SOURCE_DATE_EPOCH` set: the
-    /// same tree and epoch give the same bytes. With a `cache`, an image
-    /// made before from the same inputs is copied into place instead, and
-    /// a new one is recorded there (see [`crate::initramfs_cache`]).
+    /// Makes the initramfs `call` (from [`Self::invocation`] on the same
+    /// tree and layout) says in the tree at `root` (laid out as `layout`
+    /// says), in the sandbox, with `SOURCE_DATE_EPOCH` set: the same tree
+    /// and epoch give the same bytes. With a `cache`, an image made before
+    /// from the same inputs is copied into place instead, and a new one is
+    /// recorded there (see [`crate::initramfs_cache`]).
     pub fn run(
         &self,
         root: &Path,
         layout: &sandbox::Layout,
+        call: &Invocation,
         source_date_epoch: u64,
-        kver: &str,
         cache: Option<&Cache>,
     ) -> Result<Made> {
+        let kver = call.kver.as_str();
         // The device nodes are appended by strata, the same whether root
         // runs it or not: in a user namespace mknod is refused, and dracut
         // would leave them out.
         let env = [("DRACUT_NO_MKNOD", "1")];
         let image = root.join(image_path(kver));
-        let call = self.invocation(root, layout, kver);
         let Some(cache) = cache else {
             sandbox::run_in_tree(root, layout, source_date_epoch, &env, &call.argv)
                 .with_context(|| format!("generating the initramfs with {}", self.name))?;
-            self.finish_image(&call, &image, source_date_epoch)?;
+            self.finish_image(call, &image, source_date_epoch)?;
             return Ok(Made::Generated(None));
         };
         let run = initramfs_cache::Run {
             generator: self,
-            call: &call,
-            kver,
+            call,
             source_date_epoch,
             layout,
             env: &env,
@@ -121,7 +121,7 @@ impl Generator {
             trace.path(),
         )
         .with_context(|| format!("generating the initramfs with {}", self.name))?;
-        self.finish_image(&call, &image, source_date_epoch)?;
+        self.finish_image(call, &image, source_date_epoch)?;
         let recorded = fs::read_to_string(trace.path())
             .context("reading the generator's trace")
             .and_then(|text| cache.record(&run, root, &names, &text));
@@ -140,7 +140,11 @@ impl Generator {
         if gzip.is_some() {
             argv.insert(1 + self.args.len(), NO_COMPRESS.to_string());
         }
-        Invocation { argv, gzip }
+        Invocation {
+            argv,
+            kver: kver.to_string(),
+            gzip,
+        }
     }
 
     /// Whether dracut would compress the image with gzip of its own accord,
@@ -272,6 +276,8 @@ const GZIP_LEVEL: u8 = 6;
 pub struct Invocation {
     /// The command line, run with the tree as `/`.
     pub argv: Vec<String>,
+    /// The kernel it is made for.
+    pub kver: String,
     /// The gzip level strata compresses the image at after the generator
     /// ran, if it does.
     pub gzip: Option<u8>,

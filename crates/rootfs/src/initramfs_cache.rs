@@ -66,7 +66,6 @@ pub(crate) struct Run<'a> {
     pub generator: &'a Generator,
     /// How the generator is called ([`Generator::invocation`]).
     pub call: &'a Invocation,
-    pub kver: &'a str,
     pub source_date_epoch: u64,
     pub layout: &'a Layout,
     pub env: &'a [(&'a str, &'a str)],
@@ -100,7 +99,7 @@ impl Run<'_> {
 
     /// The image's path in the sandbox.
     fn output(&self) -> String {
-        format!("/{}", crate::initramfs::image_path(self.kver))
+        format!("/{}", crate::initramfs::image_path(&self.call.kver))
     }
 
     /// Whether a file's mtime can reach the image though it is not in it:
