@@ -97,7 +97,7 @@ pub fn bench(
     let (t_small, _) = derive(&small, &small_base, &[])?;
     let (t_large, first) = derive(large, large_base, &[])?;
     ensure!(first.changed, "the first derive did nothing");
-    std::fs::remove_dir_all(&small_dir)?;
+    crate::scratch::set_aside(&small_dir)?;
 
     let mut lines = Vec::new();
     lines.push(
@@ -170,7 +170,7 @@ fn override_against_full(
         let workdir = dir.join(format!("derive-full-{round}"));
         let full_compose = measure::compose(&workdir, &full, &vars(large));
         if workdir.exists() {
-            std::fs::remove_dir_all(&workdir)?;
+            crate::scratch::set_aside(&workdir)?;
         }
         t_fulls.push(full_compose?.0);
     }
@@ -316,7 +316,7 @@ fn umoci_baseline(fixture: &Fixture, base: &Base, dir: &Path, packages: &[String
         )?
         .0,
     );
-    std::fs::remove_dir_all(&bundle)?;
-    std::fs::remove_dir_all(&layout)?;
+    crate::scratch::set_aside(&bundle)?;
+    crate::scratch::set_aside(&layout)?;
     Ok(total)
 }

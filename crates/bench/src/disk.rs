@@ -71,7 +71,7 @@ pub fn metal(subject: &Subject, rounds: usize, work: &Path) -> Result<Metal> {
 
         eprintln!("bench: baseline ostree admin deploy + sfdisk + mkfs (script)");
         if work.exists() {
-            std::fs::remove_dir_all(work)?;
+            crate::scratch::set_aside(work)?;
         }
         std::fs::create_dir_all(work)?;
         let disk = work.join("disk.raw");

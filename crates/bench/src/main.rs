@@ -49,6 +49,7 @@ use strata_testdistro::{Fixture, SNAPSHOTS};
 mod derive;
 mod disk;
 mod measure;
+mod scratch;
 mod table;
 
 use measure::{Composed, Run};
@@ -135,6 +136,7 @@ fn main() -> Result<()> {
     let generated = start.elapsed();
     let scratch = tempfile::tempdir_in(&target).context("scratch directory")?;
     let dir = scratch.path();
+    scratch::init(dir)?;
     let mut bench = Bench {
         fixture: &fixture,
         dir,
@@ -147,7 +149,7 @@ fn main() -> Result<()> {
     match part.as_deref() {
         Some("compose") => {
             let (_, _, ext_oci) = bench.cold()?;
-            std::fs::remove_dir_all(ext_oci)?;
+            crate::scratch::set_aside(&ext_oci)?;
         }
         Some("derive") => {
             let v1 = bench.compose_v1()?;
@@ -213,7 +215,7 @@ impl Bench<'_> {
         // itself a finding.
         let r = self.zstream(&v1, &ext_oci);
         self.record("z-stream", r);
-        std::fs::remove_dir_all(&ext_oci)?;
+        crate::scratch::set_aside(&ext_oci)?;
         let r = self.rpmdb(&v1);
         self.record("rpmdb", r);
         let full_disk = self.disk(&v1);
@@ -266,7 +268,7 @@ impl Bench<'_> {
             enc.manifest_digest,
             v1.digest
         );
-        std::fs::remove_dir_all(dir.join("strata-oci"))?;
+        crate::scratch::set_aside(&dir.join("strata-oci"))?;
         eprintln!("bench: ostree-ext encapsulate");
         let ostree_ext = strata_testdistro::peers::ostree_ext_client()?;
         let ext_oci = dir.join("ostree-ext-oci");
@@ -473,7 +475,7 @@ impl Bench<'_> {
         ext.ratio = Some(per_changed(&ext_diff));
         ext.ratio_of = "ext/RPMs";
         self.lines.push(ext);
-        std::fs::remove_dir_all(&cold_workdir)?;
+        crate::scratch::set_aside(&cold_workdir)?;
         Ok(())
     }
 
@@ -515,7 +517,7 @@ impl Bench<'_> {
         );
         line.ratio_of = "bdb/sqlite";
         self.lines.push(line);
-        std::fs::remove_dir_all(&db)?;
+        crate::scratch::set_aside(&db)?;
         Ok(())
     }
 
@@ -583,7 +585,7 @@ impl Bench<'_> {
             line.baseline_rss = Some(half_run.rss);
             self.lines.push(line);
         }
-        std::fs::remove_dir_all(&half_dir)?;
+        crate::scratch::set_aside(&half_dir)?;
         Ok(())
     }
 
@@ -980,7 +982,7 @@ fn dnf_and_ostree_commit(fixture: &Fixture, dir: &Path, packages: &[String]) -> 
             .arg(format!("--tree=dir={}", root.display())),
     )?;
     for d in [&root, &repo, &dir.join("baseline-cache")] {
-        std::fs::remove_dir_all(d).with_context(|| format!("removing {}", d.display()))?;
+        crate::scratch::set_aside(d)?;
     }
     Ok(install.then(dracut).then(commit))
 }

@@ -227,6 +227,8 @@ impl<'a> Compose<'a> {
         dnf_opts.nodocs = !manifest.documentation;
         dnf_opts.install_weak_deps = manifest.recommends;
         dnf_opts.ignore_scripts = manifest.ignore_scripts.clone();
+        // install() checks every package whole before the transaction.
+        dnf_opts.payloads_verified = true;
         let repo_configs: Vec<RepoConfig> = allowed.iter().map(|r| files::repo_config(r)).collect();
         Ok(Compose {
             opts,

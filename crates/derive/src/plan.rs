@@ -151,6 +151,9 @@ pub(crate) fn plan(
 
     let mut install_opts = dnf_opts;
     install_opts.install_root = PathBuf::new();
+    // The policy read every package from a repo whole; an override is a
+    // local file it does not read, which librpm checks.
+    install_opts.payloads_verified = taken.is_empty();
     let install = strata_dnf::job::InstallJob::new(install_opts, repos, request);
     let files: Vec<(&Path, &str)> = loaded
         .files

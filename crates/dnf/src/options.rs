@@ -54,6 +54,14 @@ pub struct DnfOptions {
     /// (a manifest's `ignore-scripts`): their failures are reported in
     /// [`crate::InstallReport::ignored_scriptlet_failures`] instead.
     pub ignore_scripts: Vec<String>,
+    /// The caller has verified every package's signature and payload
+    /// digest before the transaction (strata's policy check reads each
+    /// package whole, on every core). librpm then does not read each
+    /// package a second time, on one core, to check its digests again
+    /// (`%_pkgverify_level none`); otherwise it does (`digest`, rpm's
+    /// default). A package given as a local file is not checked by the
+    /// policy, so a transaction with one must leave this off.
+    pub payloads_verified: bool,
 }
 
 /// When cached metadata of a remote repository is fetched again.
@@ -97,6 +105,7 @@ impl Default for DnfOptions {
             rpm_macros: Vec::new(),
             metadata_refresh: MetadataRefresh::Always,
             ignore_scripts: Vec::new(),
+            payloads_verified: false,
         }
     }
 }
@@ -155,9 +164,20 @@ impl DnfOptions {
         Ok(())
     }
 
-    /// All rpm macros to define: `_dbpath` first, then the extra ones.
+    /// All rpm macros to define: `_dbpath` and `_pkgverify_level` first,
+    /// then the extra ones. Both are always set: rpm's macros are global
+    /// to the process, so a value an earlier context set would otherwise
+    /// hold for the next.
     pub(crate) fn all_rpm_macros(&self) -> Vec<(String, String)> {
-        let mut m = vec![("_dbpath".to_string(), self.dbpath.clone())];
+        let level = if self.payloads_verified {
+            "none"
+        } else {
+            "digest"
+        };
+        let mut m = vec![
+            ("_dbpath".to_string(), self.dbpath.clone()),
+            ("_pkgverify_level".to_string(), level.to_string()),
+        ];
         m.extend(self.rpm_macros.iter().cloned());
         m
     }
@@ -383,6 +403,20 @@ mod tests {
             ("_dbpath".to_string(), "/var/lib/rpm".to_string())
         );
         o.validate().unwrap();
+    }
+
+    #[test]
+    fn librpm_checks_digests_again_unless_the_caller_verified_them() {
+        let level = |o: &DnfOptions| {
+            o.all_rpm_macros()
+                .into_iter()
+                .find(|(k, _)| k == "_pkgverify_level")
+                .map(|(_, v)| v)
+        };
+        let mut o = opts();
+        assert_eq!(level(&o).as_deref(), Some("digest"));
+        o.payloads_verified = true;
+        assert_eq!(level(&o).as_deref(), Some("none"));
     }
 
     #[test]
