@@ -84,6 +84,7 @@ bench: build
 # The bench on a fixture the size of a real RHCOS base (about 500
 # packages, 2.5 GB, 50,000 files; docs/fixture.md): every stage beside its
 # baseline, compose and disk at half and full size, one table at the end
-# (docs/bench.md). Long: tens of minutes, ~30 GB of scratch under target/.
+# (docs/bench.md). Long: tens of minutes, up to ~50 GB of scratch under
+# target/ (what each step is done with is kept until the end).
 bench-full: build
 	$(CARGO) run --release -p strata-bench --bin strata-bench -- --scale rhcos

@@ -276,10 +276,16 @@ pub(crate) fn run(args: DemoArgs) -> Result<ExitCode> {
             .flat_map(|d| &d.artifacts)
             .find(|a| a.platform == "qemu")
         {
-            println!(
-                "    qemu-system-x86_64 -m 1024 -nographic -snapshot -drive file={}",
-                qcow2.path.display()
-            );
+            // A published disk is gzipped: qemu reads it once unpacked.
+            let path = qcow2.path.display().to_string();
+            let disk = match path.strip_suffix(".gz") {
+                Some(unpacked) => {
+                    println!("    gunzip --keep {path}");
+                    unpacked.to_string()
+                }
+                None => path,
+            };
+            println!("    qemu-system-x86_64 -m 1024 -nographic -snapshot -drive file={disk}");
         }
     }
     Ok(ExitCode::SUCCESS)
