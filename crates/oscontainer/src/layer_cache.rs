@@ -69,6 +69,10 @@ impl LayerCache {
         h.update(FORMAT.as_bytes());
         h.update(b"\0");
         h.update(compression.media_type().to_string().as_bytes());
+        if compression == Compression::Gzip {
+            h.update(b"\0");
+            h.update(strata_process::gzip::DEFLATE.as_bytes());
+        }
         for csum in objects {
             h.update(b"\n");
             h.update(csum.as_bytes());

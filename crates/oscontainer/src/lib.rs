@@ -36,7 +36,7 @@
 //!   ahead of its reader, diff ID checked, expansion bounded.
 //! - `commit` (private): an ostree commit as plain data.
 //! - `tarball`, `compress` (private): deterministic tar (fields set through
-//!   `tar::Header`, name and checksum by hand) and gzip/zstd (miniz_oxide,
+//!   `tar::Header`, name and checksum by hand) and gzip/zstd (zlib-rs,
 //!   not flate2, whose backend depends on the build); [`gzip_file`]
 //!   compresses a file (a disk) the same way.
 //! - `artifact` (private): files written to a temporary name and renamed,

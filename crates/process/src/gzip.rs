@@ -2,18 +2,21 @@
 //! images published as `.gz` (strata-oscontainer) and the initramfs
 //! (strata-rootfs) are all written this way.
 //!
-//! gzip goes through `miniz_oxide` directly, not through `flate2`: flate2
+//! gzip goes through `zlib-rs` directly, not through `flate2`: flate2
 //! picks its deflate backend (C zlib, zlib-rs, miniz) from the Cargo features
 //! of whatever else is in the build, so the same strata source would write
 //! different bytes depending on which crates were compiled alongside it.
+//! zlib-rs's bytes do not depend on the CPU either: its AVX2 paths
+//! (string comparison, hash sliding) compute what its scalar ones do, and
+//! its hash depends on the level alone (a build without CPU detection gave
+//! the same bytes at levels 4-9). Its version is part of the bytes: a
+//! zlib-rs upgrade is a deliberate change, like a change of level.
 //! The gzip header is fixed: mtime 0, no file name, OS "unknown". Nothing
 //! here may read the clock or the environment.
 
 use std::io::{self, Write};
 
-use miniz_oxide::deflate::core::{
-    compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush, TDEFLStatus,
-};
+use zlib_rs::{Deflate, DeflateFlush, Status};
 
 /// A gzip member with a fixed header around a raw deflate stream, deflated
 /// in parallel.
@@ -30,7 +33,7 @@ use miniz_oxide::deflate::core::{
 /// window).
 pub struct GzipWriter<W: Write> {
     inner: W,
-    flags: u32,
+    level: i32,
     crc: crc32fast::Hasher,
     len: u64,
     /// Full blocks waiting to be deflated.
@@ -41,6 +44,10 @@ pub struct GzipWriter<W: Write> {
 
 /// gzip header: magic, deflate, no flags, mtime 0, no extra flags, OS unknown.
 pub const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+/// The deflate implementation and its version, which the bytes depend on:
+/// caches of gzip output name it in their keys. Cargo.toml pins the same
+/// version.
+pub const DEFLATE: &str = "zlib-rs 0.5.5";
 /// Bytes of input per independently deflated block. Changing it changes
 /// every gzip layer's and initramfs's bytes.
 pub const BLOCK: usize = 1 << 20;
@@ -48,13 +55,13 @@ pub const BLOCK: usize = 1 << 20;
 const BATCH: usize = 8;
 
 impl<W: Write> GzipWriter<W> {
-    /// A writer deflating at `level` (0-10, zlib's scale: 6 is zlib's
+    /// A writer deflating at `level` (0-9, zlib's scale: 6 is zlib's
     /// default) into `inner`, which gets the header now.
     pub fn new(mut inner: W, level: u8) -> io::Result<Self> {
         inner.write_all(&GZIP_HEADER)?;
         Ok(Self {
             inner,
-            flags: create_comp_flags_from_zip_params(i32::from(level.min(10)), -15, 0),
+            level: i32::from(level.min(9)),
             crc: crc32fast::Hasher::new(),
             len: 0,
             full: Vec::new(),
@@ -64,9 +71,9 @@ impl<W: Write> GzipWriter<W> {
 
     /// Deflates `blocks` in parallel, the last with `last_flush`, and
     /// writes them in order.
-    fn deflate(&mut self, blocks: &[Vec<u8>], last_flush: TDEFLFlush) -> io::Result<()> {
+    fn deflate(&mut self, blocks: &[Vec<u8>], last_flush: DeflateFlush) -> io::Result<()> {
         use rayon::prelude::*;
-        let flags = self.flags;
+        let level = self.level;
         let n = blocks.len();
         let out: Vec<io::Result<Vec<u8>>> = blocks
             .par_iter()
@@ -75,9 +82,9 @@ impl<W: Write> GzipWriter<W> {
                 let flush = if i + 1 == n {
                     last_flush
                 } else {
-                    TDEFLFlush::Sync
+                    DeflateFlush::SyncFlush
                 };
-                deflate_block(flags, block, flush)
+                deflate_block(level, block, flush)
             })
             .collect();
         for o in out {
@@ -90,7 +97,7 @@ impl<W: Write> GzipWriter<W> {
     pub fn finish(mut self) -> io::Result<W> {
         let mut blocks = std::mem::take(&mut self.full);
         blocks.push(std::mem::take(&mut self.current));
-        self.deflate(&blocks, TDEFLFlush::Finish)?;
+        self.deflate(&blocks, DeflateFlush::Finish)?;
         let crc = self.crc.clone().finalize();
         self.inner.write_all(&crc.to_le_bytes())?;
         // ISIZE is the input length modulo 2^32.
@@ -100,22 +107,28 @@ impl<W: Write> GzipWriter<W> {
     }
 }
 
-/// One block as raw deflate data, ended by `flush` (`Sync`: byte-aligned,
-/// stream continues; `Finish`: stream ends).
-fn deflate_block(flags: u32, block: &[u8], flush: TDEFLFlush) -> io::Result<Vec<u8>> {
-    let mut d = Box::new(CompressorOxide::new(flags));
-    let mut out = Vec::with_capacity(block.len() / 2 + 64);
-    let (status, consumed) = compress_to_output(&mut d, block, flush, |chunk| {
-        out.extend_from_slice(chunk);
-        true
-    });
-    match status {
-        TDEFLStatus::Okay | TDEFLStatus::Done if consumed == block.len() => Ok(out),
-        _ => Err(io::Error::other(format!(
-            "deflate failed: {status:?} after {consumed} of {} bytes",
+/// One block as raw deflate data, ended by `flush` (`SyncFlush`:
+/// byte-aligned, stream continues; `Finish`: stream ends).
+fn deflate_block(level: i32, block: &[u8], flush: DeflateFlush) -> io::Result<Vec<u8>> {
+    let mut d = Deflate::new(level, false, 15);
+    // Incompressible input grows by a few bytes per 16 KiB stored block.
+    let mut out = vec![0u8; block.len() + block.len() / 64 + 256];
+    let status = d
+        .compress(block, &mut out, flush)
+        .map_err(|e| io::Error::other(format!("deflate failed: {e:?}")))?;
+    let ended = match flush {
+        DeflateFlush::Finish => status == Status::StreamEnd,
+        _ => status == Status::Ok,
+    };
+    if !ended || d.total_in() != block.len() as u64 {
+        return Err(io::Error::other(format!(
+            "deflate failed: {status:?} after {} of {} bytes",
+            d.total_in(),
             block.len()
-        ))),
+        )));
     }
+    out.truncate(d.total_out() as usize);
+    Ok(out)
 }
 
 impl<W: Write> Write for GzipWriter<W> {
@@ -132,7 +145,7 @@ impl<W: Write> Write for GzipWriter<W> {
                 self.full.push(block);
                 if self.full.len() == BATCH {
                     let blocks = std::mem::take(&mut self.full);
-                    self.deflate(&blocks, TDEFLFlush::Sync)?;
+                    self.deflate(&blocks, DeflateFlush::SyncFlush)?;
                 }
             }
         }

@@ -85,7 +85,8 @@ impl Run<'_> {
         }
         if let Some(level) = self.call.gzip {
             let block = strata_process::gzip::BLOCK;
-            field(format!("strata gzip level {level} block {block}").as_bytes());
+            let deflate = strata_process::gzip::DEFLATE;
+            field(format!("strata gzip {deflate} level {level} block {block}").as_bytes());
         }
         field(self.source_date_epoch.to_string().as_bytes());
         field(&[u8::from(self.layout.etc_in_usr_etc)]);
