@@ -18,6 +18,12 @@
 //! scriptlet runs, in strata's own code (the rpm crate, pure Rust), so a
 //! libdnf that skipped gpgcheck (a repo with `gpgcheck=0`) still cannot let
 //! a package through.
+//!
+//! The check reads each package whole and holds its payload to the digest
+//! in the signed header (a mismatch is a [`Rule::BadSignature`] naming the
+//! digest). Installs of packages that passed it rely on that:
+//! `DnfOptions::payloads_verified` tells librpm not to read every package
+//! again, on one core, to check the same digests.
 
 use std::collections::BTreeMap;
 use std::fmt;
