@@ -245,8 +245,7 @@ fn write_root(sysroot: &Path, mem: &InMemory, content_size: u64) -> Result<()> {
         .with_context(|| format!("creating {}", mem.disk.display()))?;
     file.set_len(lay.disk_size)?;
     drop(file);
-    crate::fs::clamp_times(sysroot, mem.epoch)?;
-    crate::fs::mkfs_ext4(&crate::fs::Ext4 {
+    crate::ext4::write(&crate::fs::Ext4 {
         disk: mem.disk.clone(),
         offset: lay.root().start,
         size: lay.root().size,

@@ -186,34 +186,6 @@ pub struct Ext4 {
     pub epoch: i64,
 }
 
-/// `mkfs.ext4` populated from a directory, at an offset in `disk`. Files
-/// get the owners this process sees: run in the build's user namespace
-/// ([`crate::userns::Job::Ext4`]), those are the image's owners, and the
-/// files of the user running strata are root's.
-pub fn mkfs_ext4(fs: &Ext4) -> Result<()> {
-    strata_process::require("mkfs.ext4")?;
-    let blocks = fs.size / 4096;
-    strata_process::run(
-        Command::new("mkfs.ext4")
-            .args(["-q", "-F"])
-            .args(["-b", "4096", "-L", &fs.label, "-U", &fs.uuid])
-            .arg("-E")
-            .arg(format!(
-                "offset={},hash_seed={},nodiscard,root_owner=0:0",
-                fs.offset, fs.uuid
-            ))
-            .arg("-d")
-            .arg(&fs.source)
-            .arg(&fs.disk)
-            .arg(blocks.to_string())
-            .env("E2FSPROGS_FAKE_TIME", fs.epoch.to_string())
-            .env("SOURCE_DATE_EPOCH", fs.epoch.to_string()),
-    )
-    .with_context(|| format!("creating the {} filesystem", fs.label))?;
-    tracing::debug!(label = fs.label, "filesystem written");
-    Ok(())
-}
-
 /// Copies bytes `offset..offset + len` of `from` into `to` at the same
 /// offset, data only: holes of `from` stay holes of `to` (a freshly
 /// sized file), so a filesystem mkfs wrote sparsely costs only its data.

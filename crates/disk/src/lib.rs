@@ -44,6 +44,7 @@ mod bootfiles;
 pub mod bootloader;
 pub mod deploy;
 mod disks;
+mod ext4;
 pub mod fs;
 pub mod grub_pc;
 mod hash;

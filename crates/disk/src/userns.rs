@@ -128,8 +128,7 @@ fn run_job(job: &Job) -> Result<serde_json::Value> {
             serde_json::to_value(state)?
         }
         Job::Ext4(fs) => {
-            crate::fs::clamp_times(&fs.source, fs.epoch)?;
-            crate::fs::mkfs_ext4(fs)?;
+            crate::ext4::write(fs)?;
             serde_json::Value::Null
         }
         Job::LiveInitramfs(job) => {
