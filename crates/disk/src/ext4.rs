@@ -72,7 +72,6 @@ pub fn write(fs: &Ext4) -> Result<()> {
             .env("SOURCE_DATE_EPOCH", fs.epoch.to_string()),
     )
     .with_context(|| format!("creating the {} filesystem", fs.label))?;
-    tracing::debug!("empty filesystem made");
     fill(fs).with_context(|| {
         format!(
             "filling the {} filesystem from {}",
@@ -105,7 +104,6 @@ fn fill(fs: &Ext4) -> Result<()> {
             data: tx,
         };
         let walked = walk.root(&fs.source);
-        tracing::debug!("walk done");
         // Closing the channel ends the writer once it has drained it.
         drop(walk);
         let written = writer
@@ -115,7 +113,6 @@ fn fill(fs: &Ext4) -> Result<()> {
         written.and(walked)
     });
     walked?;
-    tracing::debug!("walked");
     image.close()
 }
 
@@ -174,7 +171,10 @@ fn write_data(rx: mpsc::Receiver<DataJob>, disk: &std::fs::File, offset: u64) ->
                 let into = &mut buf[(filled * BLOCK) as usize..((filled + n) * BLOCK) as usize];
                 let want = (n * BLOCK).min(job.len.saturating_sub(at)) as usize;
                 src.read_exact_at(&mut into[..want], at).with_context(|| {
-                    format!("reading {} (did it change while being copied?)", job.source.display())
+                    format!(
+                        "reading {} (did it change while being copied?)",
+                        job.source.display()
+                    )
                 })?;
                 into[want..].fill(0);
                 filled += n;
@@ -239,7 +239,11 @@ impl Walk<'_> {
     ) -> Result<()> {
         let kind = meta.file_type();
         // mkfs.ext4 made lost+found; a tree that has one shares it.
-        let existing = if at_root { self.image.lookup(ROOT_INO, name)? } else { None };
+        let existing = if at_root {
+            self.image.lookup(ROOT_INO, name)?
+        } else {
+            None
+        };
         if kind.is_dir() {
             let ino = match existing {
                 Some(ino) if self.image.is_dir(ino)? => ino,
@@ -255,7 +259,11 @@ impl Walk<'_> {
         let key = (meta.dev(), meta.ino());
         if meta.nlink() > 1 {
             if let Some(&ino) = self.links.get(&key) {
-                let ftype = if kind.is_symlink() { sys::EXT2_FT_SYMLINK } else { sys::EXT2_FT_REG_FILE };
+                let ftype = if kind.is_symlink() {
+                    sys::EXT2_FT_SYMLINK
+                } else {
+                    sys::EXT2_FT_REG_FILE
+                };
                 return self.image.add_link(parent, name, ino, ftype);
             }
         }
@@ -271,14 +279,20 @@ impl Walk<'_> {
                 set_attributes(inode, meta, self.epoch)
             })?;
             xattrs(self.image, ino, path)?;
-            if !runs.is_empty() && std::env::var("T").as_deref() != Ok("0") {
+            if !runs.is_empty() {
                 self.data
-                    .send(DataJob { source: path.to_path_buf(), len: meta.len(), runs })
+                    .send(DataJob {
+                        source: path.to_path_buf(),
+                        len: meta.len(),
+                        runs,
+                    })
                     .map_err(|_| anyhow::anyhow!("the data threads stopped early"))?;
             }
             ino
         } else {
-            bail!("a device node, FIFO or socket, which a root filesystem strata writes may not hold");
+            bail!(
+                "a device node, FIFO or socket, which a root filesystem strata writes may not hold"
+            );
         };
         if meta.nlink() > 1 {
             self.links.insert(key, ino);
@@ -405,7 +419,9 @@ impl Image {
                 &mut fs,
             )
         };
-        check(rc, || format!("opening the filesystem at {offset} in {shown}"))?;
+        check(rc, || {
+            format!("opening the filesystem at {offset} in {shown}")
+        })?;
         let image = Image { fs, disk: shown };
         // SAFETY: `fs` is open; `now` is what libext2fs stamps the
         // superblock and new inodes with instead of the clock.
@@ -426,23 +442,27 @@ impl Image {
         if rc == 0 {
             self.fs = ptr::null_mut();
         }
-        check(rc, || format!("writing the filesystem's metadata into {}", self.disk))
+        check(rc, || {
+            format!("writing the filesystem's metadata into {}", self.disk)
+        })
     }
 
     fn read_inode(&self, ino: u32) -> Result<sys::ext2_inode> {
         let mut inode = zeroed_inode();
         // SAFETY: `inode` is a full ext2_inode.
-        check(unsafe { sys::ext2fs_read_inode(self.fs, ino, &mut inode) }, || {
-            format!("reading inode {ino}")
-        })?;
+        check(
+            unsafe { sys::ext2fs_read_inode(self.fs, ino, &mut inode) },
+            || format!("reading inode {ino}"),
+        )?;
         Ok(inode)
     }
 
     fn write_inode(&self, ino: u32, inode: &mut sys::ext2_inode) -> Result<()> {
         // SAFETY: `inode` is a full ext2_inode.
-        check(unsafe { sys::ext2fs_write_inode(self.fs, ino, inode) }, || {
-            format!("writing inode {ino}")
-        })
+        check(
+            unsafe { sys::ext2fs_write_inode(self.fs, ino, inode) },
+            || format!("writing inode {ino}"),
+        )
     }
 
     fn is_dir(&self, ino: u32) -> Result<bool> {
@@ -453,7 +473,9 @@ impl Image {
         let mut ino = 0;
         let len = name.to_bytes().len() as i32;
         // SAFETY: `name` is `len` bytes; no buffer is passed.
-        let rc = unsafe { sys::ext2fs_lookup(self.fs, dir, name.as_ptr(), len, ptr::null_mut(), &mut ino) };
+        let rc = unsafe {
+            sys::ext2fs_lookup(self.fs, dir, name.as_ptr(), len, ptr::null_mut(), &mut ino)
+        };
         if rc == sys::EXT2_ET_FILE_NOT_FOUND as sys::errcode_t {
             return Ok(None);
         }
@@ -472,7 +494,12 @@ impl Image {
     }
 
     /// Retries `op` once after growing directory `dir` when it is full.
-    fn expanding(&self, dir: u32, what: &str, mut op: impl FnMut() -> sys::errcode_t) -> Result<()> {
+    fn expanding(
+        &self,
+        dir: u32,
+        what: &str,
+        mut op: impl FnMut() -> sys::errcode_t,
+    ) -> Result<()> {
         let mut rc = op();
         if rc == sys::EXT2_ET_DIR_NO_SPACE as sys::errcode_t {
             // SAFETY: `dir` is a directory of this filesystem.
@@ -525,7 +552,13 @@ impl Image {
         let ino = self.new_inode(parent, sys::LINUX_S_IFREG | 0o644)?;
         // SAFETY: `ino` is free.
         self.expanding(parent, "linking the file", || unsafe {
-            sys::ext2fs_link(self.fs, parent, name.as_ptr(), ino, sys::EXT2_FT_REG_FILE as i32)
+            sys::ext2fs_link(
+                self.fs,
+                parent,
+                name.as_ptr(),
+                ino,
+                sys::EXT2_FT_REG_FILE as i32,
+            )
         })?;
         // SAFETY: marks `ino` used, as a file.
         unsafe { sys::ext2fs_inode_alloc_stats2(self.fs, ino, 1, 0) };
@@ -534,9 +567,10 @@ impl Image {
         inode.i_links_count = 1;
         attributes(&mut inode);
         // SAFETY: `inode` is a full ext2_inode.
-        check(unsafe { sys::ext2fs_inode_size_set(self.fs, &mut inode, len as i64) }, || {
-            "setting the size".to_string()
-        })?;
+        check(
+            unsafe { sys::ext2fs_inode_size_set(self.fs, &mut inode, len as i64) },
+            || "setting the size".to_string(),
+        )?;
         inode.i_flags |= sys::EXT4_EXTENTS_FL;
         let mut handle: sys::ext2_extent_handle_t = ptr::null_mut();
         // SAFETY: opening an extent handle on an inode with no tree writes
@@ -548,9 +582,10 @@ impl Image {
         // SAFETY: `handle` came from ext2fs_extent_open2.
         unsafe { sys::ext2fs_extent_free(handle) };
         // SAFETY: `inode` is a full ext2_inode.
-        check(unsafe { sys::ext2fs_write_new_inode(self.fs, ino, &mut inode) }, || {
-            format!("writing inode {ino}")
-        })?;
+        check(
+            unsafe { sys::ext2fs_write_new_inode(self.fs, ino, &mut inode) },
+            || format!("writing inode {ino}"),
+        )?;
         let blocks = len.div_ceil(BLOCK);
         if blocks == 0 {
             return Ok((ino, Vec::new()));
@@ -596,7 +631,8 @@ impl Image {
             if extent.e_flags & sys::EXT2_EXTENT_FLAGS_LEAF == 0 {
                 continue;
             }
-            if extent.e_lblk != next_logical || extent.e_flags & sys::EXT2_EXTENT_FLAGS_UNINIT != 0 {
+            if extent.e_lblk != next_logical || extent.e_flags & sys::EXT2_EXTENT_FLAGS_UNINIT != 0
+            {
                 break Err(anyhow::anyhow!(
                     "libext2fs allocated the file a hole or an unwritten extent at block {}",
                     extent.e_lblk
@@ -616,9 +652,10 @@ impl Image {
     fn set_xattrs(&self, ino: u32, xattrs: &[(CString, Vec<u8>)]) -> Result<()> {
         let mut handle: *mut sys::ext2_xattr_handle = ptr::null_mut();
         // SAFETY: `ino` is an inode of this filesystem.
-        check(unsafe { sys::ext2fs_xattrs_open(self.fs, ino, &mut handle) }, || {
-            "opening the xattrs".to_string()
-        })?;
+        check(
+            unsafe { sys::ext2fs_xattrs_open(self.fs, ino, &mut handle) },
+            || "opening the xattrs".to_string(),
+        )?;
         // SAFETY: `handle` is open; each name and value outlives its call.
         let mut result = check(unsafe { sys::ext2fs_xattrs_read(handle) }, || {
             "reading the xattrs".to_string()
@@ -649,5 +686,258 @@ impl Drop for Image {
             // SAFETY: `fs` is open.
             unsafe { sys::ext2fs_free(self.fs) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    const EPOCH: i64 = 1_700_000_000;
+
+    fn debugfs(image: &str, request: &str) -> String {
+        strata_process::stdout(Command::new("debugfs").args(["-R", request, image]))
+            .unwrap_or_else(|e| panic!("debugfs -R {request:?}: {e:#}"))
+    }
+
+    /// What `stat` in debugfs says after `field`, up to the next space.
+    fn stat_field(stat: &str, field: &str) -> String {
+        let at = stat
+            .find(field)
+            .unwrap_or_else(|| panic!("no {field} in {stat}"));
+        stat[at + field.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Every kind of entry a sysroot has, owners and modes a real tree
+    /// has (setuid, a system user above 65535, capabilities), sizes on
+    /// and off block boundaries, hard links to files and to symlinks, and
+    /// a directory that outgrows its first block.
+    fn make_tree(root: &Path) {
+        let a = root.join("a");
+        std::fs::create_dir_all(a.join("deeper")).unwrap();
+        std::fs::create_dir_all(root.join("b")).unwrap();
+        std::fs::create_dir_all(root.join("many")).unwrap();
+        std::fs::write(a.join("empty"), b"").unwrap();
+        std::fs::write(a.join("small"), b"hello").unwrap();
+        std::fs::write(a.join("block"), vec![7u8; 4096]).unwrap();
+        let big: Vec<u8> = (0..(5u32 << 20) + 3)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        std::fs::write(a.join("big"), &big).unwrap();
+        std::fs::hard_link(a.join("big"), root.join("b/big-again")).unwrap();
+        std::fs::hard_link(a.join("big"), a.join("deeper/big-third")).unwrap();
+        std::os::unix::fs::symlink("small", a.join("short")).unwrap();
+        std::os::unix::fs::symlink("x".repeat(200), a.join("long")).unwrap();
+        // linkat without AT_SYMLINK_FOLLOW: a second name of the symlink.
+        std::fs::hard_link(a.join("short"), root.join("b/short-again")).unwrap();
+        for i in 0..3000 {
+            std::fs::write(root.join(format!("many/file-{i:05}")), i.to_string()).unwrap();
+        }
+        std::fs::set_permissions(a.join("small"), std::fs::Permissions::from_mode(0o4755)).unwrap();
+        std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o750)).unwrap();
+        rustix::fs::chown(
+            a.join("small").as_path(),
+            Some(rustix::fs::Uid::from_raw(1_000_100)),
+            Some(rustix::fs::Gid::from_raw(70_001)),
+        )
+        .unwrap();
+        rustix::fs::lsetxattr(
+            a.join("small").as_path(),
+            "user.strata",
+            b"a value",
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+        // cap_net_bind_service=ep, as setcap writes it (VFS_CAP_REVISION_2).
+        let mut cap = vec![0u8; 20];
+        cap[..4].copy_from_slice(&0x0200_0001u32.to_le_bytes());
+        cap[4..8].copy_from_slice(&(1u32 << 10).to_le_bytes());
+        rustix::fs::lsetxattr(
+            a.join("block").as_path(),
+            "security.capability",
+            &cap,
+            rustix::fs::XattrFlags::empty(),
+        )
+        .unwrap();
+        // One file older than the epoch keeps its times.
+        let old = rustix::fs::Timespec {
+            tv_sec: 1_000,
+            tv_nsec: 0,
+        };
+        rustix::fs::utimensat(
+            rustix::fs::CWD,
+            a.join("empty").as_path(),
+            &rustix::fs::Timestamps {
+                last_access: old,
+                last_modification: old,
+            },
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+    }
+
+    fn image(dir: &Path, name: &str, source: &Path) -> (PathBuf, String) {
+        let fs = Ext4 {
+            disk: dir.join(name),
+            offset: 1 << 20,
+            size: 64 << 20,
+            label: "root".to_string(),
+            uuid: "4f68bce3-e8cd-4db1-96e7-fbcaf984b709".to_string(),
+            source: source.to_path_buf(),
+            epoch: EPOCH,
+        };
+        std::fs::File::create(&fs.disk)
+            .unwrap()
+            .set_len(fs.offset + fs.size + (1 << 20))
+            .unwrap();
+        write(&fs).unwrap();
+        let spec = format!("{}?offset={}", fs.disk.display(), fs.offset);
+        (fs.disk, spec)
+    }
+
+    #[test]
+    fn a_tree_reads_back_as_it_was_with_times_clamped_and_the_same_bytes_twice() {
+        assert!(
+            rustix::process::geteuid().is_root(),
+            "needs root: the tree it copies has files of other owners and a capability"
+        );
+        for tool in ["mkfs.ext4", "e2fsck", "debugfs"] {
+            strata_process::require(tool).unwrap();
+        }
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        make_tree(&src);
+        let (disk, spec) = image(t.path(), "one.img", &src);
+
+        let fsck = Command::new("e2fsck")
+            .args(["-fn", &spec])
+            .output()
+            .unwrap();
+        assert!(
+            fsck.status.success(),
+            "e2fsck: {}",
+            String::from_utf8_lossy(&fsck.stdout)
+        );
+
+        let out = t.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        debugfs(&spec, &format!("rdump /a /b /many {}", out.display()));
+        let mut seen = 0;
+        for entry in [
+            "a",
+            "a/deeper",
+            "a/empty",
+            "a/small",
+            "a/block",
+            "a/big",
+            "a/deeper/big-third",
+            "b/big-again",
+            "a/short",
+            "a/long",
+            "b/short-again",
+            "many",
+            "many/file-02999",
+        ] {
+            let (want, got) = (src.join(entry), out.join(entry));
+            let (w, g) = (
+                std::fs::symlink_metadata(&want).unwrap(),
+                std::fs::symlink_metadata(&got).unwrap(),
+            );
+            assert_eq!(w.file_type(), g.file_type(), "{entry}");
+            if w.file_type().is_symlink() {
+                assert_eq!(
+                    std::fs::read_link(&want).unwrap(),
+                    std::fs::read_link(&got).unwrap(),
+                    "{entry}"
+                );
+                continue;
+            }
+            assert_eq!(w.mode() & 0o7777, g.mode() & 0o7777, "{entry}");
+            assert_eq!((w.uid(), w.gid()), (g.uid(), g.gid()), "{entry}");
+            assert_eq!(clamped(&w, EPOCH).1, g.mtime(), "{entry}");
+            if w.is_file() {
+                assert_eq!(
+                    std::fs::read(&want).unwrap(),
+                    std::fs::read(&got).unwrap(),
+                    "{entry}"
+                );
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, 10);
+        assert_eq!(std::fs::read_dir(out.join("many")).unwrap().count(), 3000);
+        assert_eq!(
+            std::fs::symlink_metadata(out.join("a/empty"))
+                .unwrap()
+                .mtime(),
+            1_000
+        );
+
+        // One inode for each set of hard links, symlinks too.
+        let big = debugfs(&spec, "stat /a/big");
+        assert_eq!(stat_field(&big, "Links:"), "3", "{big}");
+        for other in ["/b/big-again", "/a/deeper/big-third"] {
+            assert_eq!(
+                stat_field(&debugfs(&spec, &format!("stat {other}")), "Inode:"),
+                stat_field(&big, "Inode:")
+            );
+        }
+        let short = debugfs(&spec, "stat /a/short");
+        assert_eq!(stat_field(&short, "Links:"), "2", "{short}");
+        assert_eq!(
+            stat_field(&debugfs(&spec, "stat /b/short-again"), "Inode:"),
+            stat_field(&short, "Inode:")
+        );
+
+        let xattr = debugfs(&spec, "ea_get /a/small user.strata");
+        assert!(xattr.contains("a value"), "{xattr}");
+        let caps = debugfs(&spec, "ea_list /a/block");
+        assert!(caps.contains("security.capability"), "{caps}");
+        let root = debugfs(&spec, "stat /");
+        assert!(root.contains("User:     0   Group:     0"), "{root}");
+
+        let (again, _) = image(t.path(), "two.img", &src);
+        assert!(
+            std::fs::read(&disk).unwrap() == std::fs::read(&again).unwrap(),
+            "two writes of one tree differ"
+        );
+    }
+
+    #[test]
+    fn a_device_node_is_refused_naming_it() {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("src");
+        std::fs::create_dir(&src).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            src.join("fifo").as_path(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let fs = Ext4 {
+            disk: t.path().join("disk.img"),
+            offset: 0,
+            size: 16 << 20,
+            label: "root".to_string(),
+            uuid: "4f68bce3-e8cd-4db1-96e7-fbcaf984b709".to_string(),
+            source: src.clone(),
+            epoch: EPOCH,
+        };
+        std::fs::File::create(&fs.disk)
+            .unwrap()
+            .set_len(fs.size)
+            .unwrap();
+        let err = format!("{:#}", write(&fs).unwrap_err());
+        assert!(
+            err.contains(&src.join("fifo").display().to_string()) && err.contains("FIFO"),
+            "{err}"
+        );
     }
 }

@@ -1,10 +1,12 @@
 //! Filesystems written into a disk file at an offset, without loop devices,
-//! mounts or root: `mkfs.ext4 -E offset=… -d DIR`, `mkfs.vfat --offset` and
-//! mtools; plus the tree walks they need (clamped times, sizes, copies).
+//! mounts or root: FAT with `mkfs.vfat --offset` and mtools, what an ext4
+//! filesystem is ([`Ext4`]; the `ext4` module writes it), and the tree
+//! walks they need (clamped times, sizes, copies).
 //!
-//! mkfs.ext4 copies owners from the source tree as it sees them: it runs in
-//! the build's user namespace ([`crate::userns`]), where the user running
-//! strata is root and the image's system users are themselves.
+//! An ext4 filesystem gets its owners from the source tree as the writer
+//! sees them: it runs in the build's user namespace ([`crate::userns`]),
+//! where the user running strata is root and the image's system users are
+//! themselves.
 //! Nothing here decides where partitions are; [`crate::layout`] does.
 
 use std::os::unix::fs::MetadataExt;

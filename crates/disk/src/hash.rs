@@ -193,7 +193,6 @@ impl Reader<'_> {
         buf[done..].copy_from_slice(&scratch[lead..lead + rest]);
         Ok(())
     }
-
 }
 
 /// The size and sha256 of a file.
@@ -221,6 +220,12 @@ mod tests {
                 vec![((3 << 20) - 2, &b"end"[..2])],
             ),
             ("all-hole", 2 << 20, vec![]),
+            // Data across several reads, ending off a block boundary.
+            (
+                "long-data",
+                (13 << 20) + 5,
+                vec![(0, &[9u8; (13 << 20) + 5][..])],
+            ),
             ("empty", 0, vec![]),
         ] {
             let path = dir.path().join(name);
@@ -230,13 +235,24 @@ mod tests {
                 f.write_all_at(bytes, at).unwrap();
             }
             let want = hex::encode(Sha256::digest(std::fs::read(&path).unwrap()));
-            assert_eq!(hash_file(&path).unwrap(), (len, want.clone()), "{name}");
-            // In steps, cut inside data, inside holes and past the end.
-            let mut h = FileHasher::open(&path).unwrap();
-            for end in [1, 2 << 20, (5 << 20) + 4, 100 << 20] {
-                h.advance_to(end).unwrap();
+            // From the page cache, then (the cache dropped) read directly.
+            for cached in [true, false] {
+                if !cached {
+                    f.sync_all().unwrap();
+                    rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+                }
+                assert_eq!(hash_file(&path).unwrap(), (len, want.clone()), "{name}");
+                // In steps, cut inside data, inside holes and past the end.
+                let mut h = FileHasher::open(&path).unwrap();
+                for end in [1, 2 << 20, (5 << 20) + 4, 100 << 20] {
+                    h.advance_to(end).unwrap();
+                }
+                assert_eq!(
+                    h.finish().unwrap(),
+                    (len, want.clone()),
+                    "{name} in steps, cached: {cached}"
+                );
             }
-            assert_eq!(h.finish().unwrap(), (len, want), "{name} in steps");
         }
     }
 }

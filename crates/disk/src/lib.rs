@@ -32,7 +32,9 @@
 //!   and compressed, from the deployment's root filesystem and boot files.
 //! - `raw` (private): one raw disk partitioned and its filesystems written.
 //! - [`live`]: the live ISO and PXE files, from the same deployment.
-//! - [`fs`]: mkfs.ext4/mkfs.vfat/mtools at offsets; tree walks.
+//! - [`fs`]: mkfs.vfat/mtools at offsets; tree walks.
+//! - `ext4` (private): an ext4 filesystem at an offset, made empty by
+//!   mkfs.ext4 and filled from a tree through libext2fs.
 //! - `hash` (private): a disk's sha256, in steps, holes unread.
 //! - [`meta`]: aleph, platforms.json, meta.json images, stream metadata.
 //! - [`node`]: `strata node update|rollback` on a built raw disk.

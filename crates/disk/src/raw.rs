@@ -30,7 +30,7 @@ pub(crate) struct Sources<'a> {
 
 /// Where a disk's root filesystem comes from.
 pub(crate) enum Root<'a> {
-    /// `mkfs.ext4 -d` of this tree (the sysroot).
+    /// This tree (the sysroot), written as the filesystem (the `ext4` module).
     Tree(&'a Path),
     /// A disk written before whose root partition lies where this one's
     /// does and holds the same filesystem: its bytes are copied rather
@@ -126,9 +126,9 @@ pub(crate) fn write_disk(
         src.esp,
         src.epoch,
     )?;
-    // Reading a file moves its atime (relatime: when older than a day),
-    // and mkfs.ext4 -d copies atimes: each job clamps right before its
-    // copy, so an earlier platform's mkfs leaves no trace in the next one.
+    // Each job clamps the times it copies as it reads them, before it
+    // reads the file, so an earlier platform's copy (reading a file moves
+    // its atime) leaves no trace in the next one.
     let ext4 = |part: &layout::Part, label: &str, uuid: &String, source: &Path| {
         Job::Ext4(fs::Ext4 {
             disk: raw.to_path_buf(),

@@ -5,7 +5,8 @@
 //! group). Creating, reading, clamping and removing them needs a namespace
 //! in which those ids exist, so every step that touches the sysroot runs in
 //! a child process started through [`Namespace::run`]: the deployment, each
-//! `mkfs.ext4 -d` (which records owners as the namespace sees them) and the
+//! ext4 filesystem written from it (which records owners as the namespace
+//! sees them; see the `ext4` module) and the
 //! removal. Each child gets a fresh namespace with the same [`IdMap`], so
 //! all of them see the same owners. As root the map is the identity, so
 //! only the deployment (which must never run in the initial namespace)
