@@ -93,7 +93,7 @@ struct DataJob {
 
 fn fill(fs: &Ext4) -> Result<()> {
     let image = Image::open(&fs.disk, fs.offset, fs.epoch)?;
-    let disk = open_direct(&fs.disk)?;
+    let disk = crate::dio::open_for_writing(&fs.disk)?;
     let (tx, rx) = mpsc::sync_channel::<DataJob>(8192);
     let walked = std::thread::scope(|s| {
         let writer = s.spawn(|| write_data(rx, &disk, fs.offset));
@@ -116,36 +116,12 @@ fn fill(fs: &Ext4) -> Result<()> {
     image.close()
 }
 
-/// The disk file for the data threads, opened for direct I/O where its
-/// filesystem allows it: buffered writes into a file on ext4 cost several
-/// times the CPU of direct ones, and the data is not read back soon.
-fn open_direct(disk: &Path) -> Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let open = |flags: rustix::fs::OFlags| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(flags.bits() as i32)
-            .open(disk)
-    };
-    match open(rustix::fs::OFlags::DIRECT) {
-        Ok(f) => Ok(f),
-        // tmpfs, before Linux 6.6, has no direct I/O.
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-            open(rustix::fs::OFlags::empty())
-        }
-        Err(e) => Err(e),
-    }
-    .with_context(|| format!("opening {}", disk.display()))
-}
-
 /// The data thread: takes jobs until the channel closes, and gathers
 /// what lands on consecutive blocks (the allocator mostly gives them in
 /// the walk's order) into one write of up to [`CHUNK_BLOCKS`].
 fn write_data(rx: mpsc::Receiver<DataJob>, disk: &std::fs::File, offset: u64) -> Result<()> {
-    // Direct I/O wants the memory aligned like the blocks.
-    let mut backing = vec![0u8; ((CHUNK_BLOCKS + 1) * BLOCK) as usize];
-    let skip = backing.as_ptr().align_offset(BLOCK as usize);
-    let buf = &mut backing[skip..skip + (CHUNK_BLOCKS * BLOCK) as usize];
+    let mut aligned = crate::dio::Aligned::new((CHUNK_BLOCKS * BLOCK) as usize);
+    let buf = aligned.get();
     // The blocks gathered: `filled` of them from physical block `start`.
     let (mut start, mut filled) = (0u64, 0u64);
     let flush = |buf: &[u8], start: u64, filled: u64| {

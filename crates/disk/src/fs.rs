@@ -188,62 +188,6 @@ pub struct Ext4 {
     pub epoch: i64,
 }
 
-/// Copies bytes `offset..offset + len` of `from` into `to` at the same
-/// offset, data only: holes of `from` stay holes of `to` (a freshly
-/// sized file), so a filesystem mkfs wrote sparsely costs only its data.
-/// The kernel copies (copy_file_range); nothing passes through this
-/// process.
-pub fn copy_range(from: &Path, to: &Path, offset: u64, len: u64) -> Result<()> {
-    use rustix::fs::SeekFrom;
-    let what = || {
-        format!(
-            "copying {len} bytes at {offset} from {} into {}",
-            from.display(),
-            to.display()
-        )
-    };
-    let src = std::fs::File::open(from).with_context(what)?;
-    let dst = std::fs::OpenOptions::new()
-        .write(true)
-        .open(to)
-        .with_context(what)?;
-    let end = offset + len;
-    let mut at = offset;
-    while at < end {
-        let data = match rustix::fs::seek(&src, SeekFrom::Data(at)) {
-            Ok(d) => d,
-            // No data after `at`: the rest is a hole.
-            Err(rustix::io::Errno::NXIO) => break,
-            Err(e) => return Err(std::io::Error::from(e)).with_context(what),
-        };
-        if data >= end {
-            break;
-        }
-        let hole = rustix::fs::seek(&src, SeekFrom::Hole(data))
-            .map_err(std::io::Error::from)
-            .with_context(what)?
-            .min(end);
-        let (mut off_in, mut off_out) = (data, data);
-        while off_in < hole {
-            let want = usize::try_from(hole - off_in).unwrap_or(usize::MAX);
-            let n = rustix::fs::copy_file_range(
-                &src,
-                Some(&mut off_in),
-                &dst,
-                Some(&mut off_out),
-                want,
-            )
-            .map_err(std::io::Error::from)
-            .with_context(what)?;
-            if n == 0 {
-                anyhow::bail!("{}: {} ended early", what(), from.display());
-            }
-        }
-        at = hole;
-    }
-    Ok(())
-}
-
 /// The ESP: FAT32 at `offset`, then `source`'s content copied in with mtools.
 pub fn mkfs_esp(
     disk: &Path,
@@ -391,35 +335,5 @@ mod tests {
         copy_tree_in_root(&root, "usr/lib/efi", &out).unwrap();
         assert_eq!(std::fs::read(out.join("BOOT/x.efi")).unwrap(), b"efi");
         assert!(read_in_root(&root, "usr/lib/missing").is_err());
-    }
-
-    /// A range copied from a sparse disk: the same bytes, holes kept,
-    /// nothing outside the range touched.
-    #[test]
-    fn a_range_is_copied_with_its_holes() {
-        use std::io::{Seek, SeekFrom, Write};
-        use std::os::unix::fs::MetadataExt;
-        let t = tempfile::tempdir().unwrap();
-        let (from, to) = (t.path().join("from"), t.path().join("to"));
-        const MIB: u64 = 1 << 20;
-        let mut f = std::fs::File::create(&from).unwrap();
-        f.set_len(64 * MIB).unwrap();
-        for (at, byte) in [(MIB, 1u8), (8 * MIB, 2), (40 * MIB + 5, 3), (63 * MIB, 4)] {
-            f.seek(SeekFrom::Start(at)).unwrap();
-            f.write_all(&vec![byte; 300_000]).unwrap();
-        }
-        drop(f);
-        std::fs::File::create(&to)
-            .unwrap()
-            .set_len(64 * MIB)
-            .unwrap();
-        copy_range(&from, &to, 4 * MIB, 50 * MIB).unwrap();
-        let (a, b) = (std::fs::read(&from).unwrap(), std::fs::read(&to).unwrap());
-        let range = (4 * MIB) as usize..(54 * MIB) as usize;
-        assert!(a[range.clone()] == b[range.clone()]);
-        assert!(b[..range.start].iter().all(|&x| x == 0));
-        assert!(b[range.end..].iter().all(|&x| x == 0));
-        // Two runs of 300,000 bytes: under 1 MiB allocated, not 50.
-        assert!(std::fs::metadata(&to).unwrap().blocks() * 512 < MIB);
     }
 }

@@ -2,11 +2,9 @@
 //! the part of a disk already final is hashed while the rest is written,
 //! with holes hashed as the zeros they read as, without reading them.
 //!
-//! What is in the page cache is read from there; the rest is read with
-//! direct I/O where the file's filesystem has it, so that hashing a disk
-//! whose data went straight to the device (see the `ext4` module) does
-//! not fill the cache with it: on a virtual machine, fresh page cache is
-//! what costs most.
+//! What is in the page cache is read from there, the rest with direct
+//! I/O ([`crate::dio`]): a disk whose data went straight to the device is
+//! hashed without filling the cache with it.
 //!
 //! It only reads: the files it hashes are written elsewhere.
 
@@ -15,16 +13,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-/// The alignment direct reads need (the largest logical block size).
-const ALIGN: usize = 4096;
+use crate::dio::{Aligned, Reader, ALIGN};
 
 /// sha256 of a file read front to back, in steps ([`FileHasher::advance_to`])
 /// so that the part already final can be hashed while the rest is written.
 /// Holes hash as the zeros they read as, without reading them.
 pub(crate) struct FileHasher {
-    file: std::fs::File,
-    /// The same file opened for direct I/O, where its filesystem has it.
-    direct: Option<std::fs::File>,
+    file: Reader,
     path: PathBuf,
     size: u64,
     pos: u64,
@@ -36,21 +31,11 @@ impl FileHasher {
     const CHUNK: usize = 1 << 20;
 
     pub(crate) fn open(path: &Path) -> Result<Self> {
-        let file =
-            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-        let size = file.metadata()?.len();
-        let direct = {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-                .open(path)
-                .ok()
-        };
+        let file = Reader::open(path)?;
+        let size = file.file().metadata()?.len();
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         Ok(Self {
             file,
-            direct,
             path: path.to_path_buf(),
             size,
             pos: 0,
@@ -66,12 +51,13 @@ impl FileHasher {
         let reading = || format!("reading {}", self.path.display());
         let zeros = vec![0u8; Self::CHUNK];
         while self.pos < end {
-            let data = match rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Data(self.pos)) {
-                Ok(d) => d.min(end),
-                // No data after `pos`: the rest is a hole.
-                Err(rustix::io::Errno::NXIO) => end,
-                Err(e) => return Err(e).with_context(reading),
-            };
+            let data =
+                match rustix::fs::seek(self.file.file(), rustix::fs::SeekFrom::Data(self.pos)) {
+                    Ok(d) => d.min(end),
+                    // No data after `pos`: the rest is a hole.
+                    Err(rustix::io::Errno::NXIO) => end,
+                    Err(e) => return Err(e).with_context(reading),
+                };
             let mut zero = data - self.pos;
             while zero > 0 {
                 let n = zero.min(Self::CHUNK as u64);
@@ -82,16 +68,10 @@ impl FileHasher {
             if data == end {
                 break;
             }
-            let hole = rustix::fs::seek(&self.file, rustix::fs::SeekFrom::Hole(data))
+            let hole = rustix::fs::seek(self.file.file(), rustix::fs::SeekFrom::Hole(data))
                 .with_context(reading)?
                 .min(end);
-            let reader = Reader {
-                file: &self.file,
-                direct: self.direct.as_ref(),
-            };
-            reader
-                .hash_range(&mut self.h, data, hole)
-                .with_context(reading)?;
+            hash_range(&self.file, &mut self.h, data, hole).with_context(reading)?;
             self.pos = hole;
         }
         self.meter.add(self.pos - from);
@@ -105,94 +85,42 @@ impl FileHasher {
     }
 }
 
-/// Reads a file for hashing: from the page cache what is there, the rest
-/// with direct I/O when the file allows it.
-struct Reader<'a> {
-    file: &'a std::fs::File,
-    direct: Option<&'a std::fs::File>,
-}
+/// Bytes read at once.
+const CHUNK: usize = 4 << 20;
 
-impl Reader<'_> {
-    /// Bytes read at once.
-    const CHUNK: usize = 4 << 20;
-
-    /// Hashes bytes `from..to` into `h`: one thread reads while this one
-    /// hashes.
-    fn hash_range(&self, h: &mut Sha256, from: u64, to: u64) -> std::io::Result<()> {
-        use std::sync::mpsc;
-        std::thread::scope(|s| {
-            let (full_tx, full) = mpsc::sync_channel::<(Vec<u8>, usize)>(2);
-            let (empty_tx, empty) = mpsc::channel::<Vec<u8>>();
-            for _ in 0..3 {
-                let _ = empty_tx.send(vec![0u8; Self::CHUNK]);
-            }
-            let reader = s.spawn(move || -> std::io::Result<()> {
-                let mut scratch = vec![0u8; Self::CHUNK + 3 * ALIGN];
-                let mut pos = from;
-                while pos < to {
-                    // The hasher stopped: nothing more to read for.
-                    let Ok(mut buf) = empty.recv() else {
-                        return Ok(());
-                    };
-                    let n = ((to - pos) as usize).min(Self::CHUNK);
-                    self.read_at(&mut buf[..n], pos, &mut scratch)?;
-                    if full_tx.send((buf, n)).is_err() {
-                        return Ok(());
-                    }
-                    pos += n as u64;
+/// Hashes bytes `from..to` of `file` into `h`: one thread reads while this
+/// one hashes.
+fn hash_range(file: &Reader, h: &mut Sha256, from: u64, to: u64) -> std::io::Result<()> {
+    use std::sync::mpsc;
+    std::thread::scope(|s| {
+        let (full_tx, full) = mpsc::sync_channel::<(Vec<u8>, usize)>(2);
+        let (empty_tx, empty) = mpsc::channel::<Vec<u8>>();
+        for _ in 0..3 {
+            let _ = empty_tx.send(vec![0u8; CHUNK]);
+        }
+        let reader = s.spawn(move || -> std::io::Result<()> {
+            let mut scratch = Aligned::new(CHUNK + 2 * ALIGN);
+            let mut pos = from;
+            while pos < to {
+                // The hasher stopped: nothing more to read for.
+                let Ok(mut buf) = empty.recv() else {
+                    return Ok(());
+                };
+                let n = ((to - pos) as usize).min(CHUNK);
+                file.read_at(&mut buf[..n], pos, scratch.get())?;
+                if full_tx.send((buf, n)).is_err() {
+                    return Ok(());
                 }
-                Ok(())
-            });
-            for (buf, n) in full {
-                h.update(&buf[..n]);
-                let _ = empty_tx.send(buf);
+                pos += n as u64;
             }
-            reader.join().expect("the reading thread panicked")
-        })
-    }
-
-    /// Fills `buf` from offset `pos`: what the page cache has from there,
-    /// the rest read directly when the file allows it.
-    fn read_at(&self, buf: &mut [u8], pos: u64, aligned: &mut [u8]) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let Some(direct) = self.direct else {
-            return self.file.read_exact_at(buf, pos);
-        };
-        let mut done = 0;
-        while done < buf.len() {
-            let mut slices = [std::io::IoSliceMut::new(&mut buf[done..])];
-            match rustix::io::preadv2(
-                &self.file,
-                &mut slices,
-                pos + done as u64,
-                rustix::io::ReadWriteFlags::NOWAIT,
-            ) {
-                Ok(0) | Err(rustix::io::Errno::AGAIN) => break,
-                Ok(n) => done += n,
-                Err(e) => return Err(e.into()),
-            }
+            Ok(())
+        });
+        for (buf, n) in full {
+            h.update(&buf[..n]);
+            let _ = empty_tx.send(buf);
         }
-        if done == buf.len() {
-            return Ok(());
-        }
-        // Direct reads start and end on block boundaries.
-        let from = pos + done as u64;
-        let start = from / ALIGN as u64 * ALIGN as u64;
-        let end = (pos + buf.len() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
-        let skip = aligned.as_ptr().align_offset(ALIGN);
-        let scratch = &mut aligned[skip..skip + (end - start) as usize];
-        let mut got = 0;
-        while start + (got as u64) < pos + buf.len() as u64 {
-            match direct.read_at(&mut scratch[got..], start + got as u64)? {
-                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                n => got += n,
-            }
-        }
-        let lead = (from - start) as usize;
-        let rest = buf.len() - done;
-        buf[done..].copy_from_slice(&scratch[lead..lead + rest]);
-        Ok(())
-    }
+        reader.join().expect("the reading thread panicked")
+    })
 }
 
 /// The size and sha256 of a file.

@@ -36,6 +36,7 @@
 //! - `ext4` (private): an ext4 filesystem at an offset, made empty by
 //!   mkfs.ext4 and filled from a tree through libext2fs.
 //! - `hash` (private): a disk's sha256, in steps, holes unread.
+//! - `dio` (private): disk files written and read around the page cache.
 //! - [`meta`]: aleph, platforms.json, meta.json images, stream metadata.
 //! - [`node`]: `strata node update|rollback` on a built raw disk.
 //!
@@ -45,6 +46,7 @@
 mod bootfiles;
 pub mod bootloader;
 pub mod deploy;
+mod dio;
 mod disks;
 mod ext4;
 pub mod fs;

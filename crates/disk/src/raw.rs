@@ -143,7 +143,9 @@ pub(crate) fn write_disk(
     ns.run::<()>(&ext4(lay.boot(), "boot", &src.uuids.boot_fs, src.boot))?;
     let write_root = || match src.root {
         Root::Tree(tree) => ns.run::<()>(&ext4(lay.root(), "root", &src.uuids.root_fs, tree)),
-        Root::CopyFrom(from) => fs::copy_range(from, raw, lay.root().start, lay.root().size),
+        Root::CopyFrom(from) => {
+            crate::dio::copy_range(from, raw, lay.root().start, lay.root().size)
+        }
         Root::Written | Root::Elsewhere => Ok(()),
     };
     if !hash {

@@ -1,0 +1,225 @@
+//! Disk files written and read around the page cache.
+//!
+//! On a virtual machine, fresh page cache is what costs most: buffered
+//! writes of 2.7 GB into a file on ext4 took 6-7 s of CPU where direct
+//! ones took 0.2 s, and reading a file back through the cache costs the
+//! same again. The disk stage writes its root filesystem's data with
+//! direct I/O (the `ext4` module), copies root partitions between disks
+//! ([`copy_range`]) and hashes disks ([`crate::hash`]) the same way:
+//! what is in the cache is read from there, the rest directly.
+//!
+//! Where a filesystem has no direct I/O (tmpfs before Linux 6.6) the same
+//! calls fall back to buffered I/O. Direct transfers need block-aligned
+//! offsets, lengths and memory; [`Reader::read_at`] takes any, and
+//! [`Aligned`] gives the memory.
+
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+/// The alignment direct transfers need (the largest logical block size).
+pub(crate) const ALIGN: usize = 4096;
+
+/// Opens `path` for writing with direct I/O where its filesystem has it.
+pub(crate) fn open_for_writing(path: &Path) -> Result<std::fs::File> {
+    let open = |flags: rustix::fs::OFlags| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(flags.bits() as i32)
+            .open(path)
+    };
+    match open(rustix::fs::OFlags::DIRECT) {
+        Ok(f) => Ok(f),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+            open(rustix::fs::OFlags::empty())
+        }
+        Err(e) => Err(e),
+    }
+    .with_context(|| format!("opening {}", path.display()))
+}
+
+/// `len` bytes of block-aligned memory.
+pub(crate) struct Aligned {
+    backing: Vec<u8>,
+    skip: usize,
+    len: usize,
+}
+
+impl Aligned {
+    pub(crate) fn new(len: usize) -> Aligned {
+        let backing = vec![0u8; len + ALIGN];
+        let skip = backing.as_ptr().align_offset(ALIGN);
+        Aligned { backing, skip, len }
+    }
+
+    pub(crate) fn get(&mut self) -> &mut [u8] {
+        &mut self.backing[self.skip..self.skip + self.len]
+    }
+}
+
+/// A file read from the page cache where it is there, and the rest with
+/// direct I/O when the file allows it.
+pub(crate) struct Reader {
+    file: std::fs::File,
+    direct: Option<std::fs::File>,
+}
+
+impl Reader {
+    pub(crate) fn open(path: &Path) -> Result<Reader> {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let direct = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+            .open(path)
+            .ok();
+        Ok(Reader { file, direct })
+    }
+
+    /// The file, for what is not a read (seeks, metadata).
+    pub(crate) fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// Fills `buf` from offset `pos`: what the page cache has from there,
+    /// the rest read directly when the file allows it. `aligned` is
+    /// scratch memory of `buf.len() + 2 * ALIGN` bytes at least.
+    pub(crate) fn read_at(
+        &self,
+        buf: &mut [u8],
+        pos: u64,
+        aligned: &mut [u8],
+    ) -> std::io::Result<()> {
+        let Some(direct) = &self.direct else {
+            return self.file.read_exact_at(buf, pos);
+        };
+        let mut done = 0;
+        while done < buf.len() {
+            let mut slices = [std::io::IoSliceMut::new(&mut buf[done..])];
+            match rustix::io::preadv2(
+                &self.file,
+                &mut slices,
+                pos + done as u64,
+                rustix::io::ReadWriteFlags::NOWAIT,
+            ) {
+                Ok(0) | Err(rustix::io::Errno::AGAIN) => break,
+                Ok(n) => done += n,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if done == buf.len() {
+            return Ok(());
+        }
+        // Direct reads start and end on block boundaries.
+        let from = pos + done as u64;
+        let start = from / ALIGN as u64 * ALIGN as u64;
+        let end = (pos + buf.len() as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+        let skip = aligned.as_ptr().align_offset(ALIGN);
+        let scratch = &mut aligned[skip..skip + (end - start) as usize];
+        let mut got = 0;
+        while start + (got as u64) < pos + buf.len() as u64 {
+            match direct.read_at(&mut scratch[got..], start + got as u64)? {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n => got += n,
+            }
+        }
+        let lead = (from - start) as usize;
+        let rest = buf.len() - done;
+        buf[done..].copy_from_slice(&scratch[lead..lead + rest]);
+        Ok(())
+    }
+}
+
+/// Copies bytes `offset..offset + len` of `from` into `to` at the same
+/// offset, data only: holes of `from` stay holes of `to` (a freshly
+/// sized file), so a filesystem written sparsely costs only its data.
+pub(crate) fn copy_range(from: &Path, to: &Path, offset: u64, len: u64) -> Result<()> {
+    use rustix::fs::SeekFrom;
+    const CHUNK: usize = 16 << 20;
+    let what = || {
+        format!(
+            "copying {len} bytes at {offset} from {} into {}",
+            from.display(),
+            to.display()
+        )
+    };
+    let src = Reader::open(from).with_context(what)?;
+    let dst = open_for_writing(to).with_context(what)?;
+    // For pieces direct I/O cannot write (not on block boundaries).
+    let dst_buffered = std::fs::OpenOptions::new()
+        .write(true)
+        .open(to)
+        .with_context(what)?;
+    let (mut buf, mut scratch) = (Aligned::new(CHUNK), Aligned::new(CHUNK + 2 * ALIGN));
+    let end = offset + len;
+    let mut at = offset;
+    while at < end {
+        let data = match rustix::fs::seek(src.file(), SeekFrom::Data(at)) {
+            Ok(d) => d,
+            // No data after `at`: the rest is a hole.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(std::io::Error::from(e)).with_context(what),
+        };
+        if data >= end {
+            break;
+        }
+        let hole = rustix::fs::seek(src.file(), SeekFrom::Hole(data))
+            .map_err(std::io::Error::from)
+            .with_context(what)?
+            .min(end);
+        let mut pos = data;
+        while pos < hole {
+            let n = ((hole - pos) as usize).min(CHUNK);
+            let piece = &mut buf.get()[..n];
+            src.read_at(piece, pos, scratch.get()).with_context(what)?;
+            let aligned = pos % ALIGN as u64 == 0 && n % ALIGN == 0;
+            let out = if aligned { &dst } else { &dst_buffered };
+            out.write_all_at(piece, pos).with_context(what)?;
+            pos += n as u64;
+        }
+        at = hole;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A range copied from a sparse disk: the same bytes, holes kept,
+    /// nothing outside the range touched.
+    #[test]
+    fn a_range_is_copied_with_its_holes() {
+        use std::io::{Seek, SeekFrom, Write};
+        use std::os::unix::fs::MetadataExt;
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("from"), t.path().join("to"));
+        const MIB: u64 = 1 << 20;
+        let mut f = std::fs::File::create(&from).unwrap();
+        f.set_len(64 * MIB).unwrap();
+        for (at, byte) in [(MIB, 1u8), (8 * MIB, 2), (40 * MIB + 5, 3), (63 * MIB, 4)] {
+            f.seek(SeekFrom::Start(at)).unwrap();
+            f.write_all(&vec![byte; 300_000]).unwrap();
+        }
+        // From the page cache, then (the cache dropped) read directly.
+        for cached in [true, false] {
+            if !cached {
+                f.sync_all().unwrap();
+                rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+            }
+            std::fs::File::create(&to)
+                .unwrap()
+                .set_len(64 * MIB)
+                .unwrap();
+            copy_range(&from, &to, 4 * MIB, 50 * MIB).unwrap();
+            let (a, b) = (std::fs::read(&from).unwrap(), std::fs::read(&to).unwrap());
+            let range = (4 * MIB) as usize..(54 * MIB) as usize;
+            assert!(a[range.clone()] == b[range.clone()], "cached: {cached}");
+            assert!(b[..range.start].iter().all(|&x| x == 0));
+            assert!(b[range.end..].iter().all(|&x| x == 0));
+            // Two runs of 300,000 bytes: under 1 MiB allocated, not 50.
+            assert!(std::fs::metadata(&to).unwrap().blocks() * 512 < MIB);
+        }
+    }
+}
