@@ -39,6 +39,9 @@ pub(crate) fn open_for_writing(path: &Path) -> Result<std::fs::File> {
     .with_context(|| format!("opening {}", path.display()))
 }
 
+/// The largest piece [`Reader::stream`] hands over at once.
+pub(crate) const STREAM_CHUNK: usize = 8 << 20;
+
 /// `len` bytes of block-aligned memory.
 pub(crate) struct Aligned {
     backing: Vec<u8>,
@@ -75,6 +78,52 @@ impl Reader {
             .open(path)
             .ok();
         Ok(Reader { file, direct })
+    }
+
+    /// Bytes `from..to`, in order, to `consume` (with their offset), in
+    /// pieces of at most [`STREAM_CHUNK`]: a thread reads ahead while
+    /// this one consumes. The pieces' memory is block-aligned.
+    pub(crate) fn stream(
+        &self,
+        from: u64,
+        to: u64,
+        mut consume: impl FnMut(&[u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        use std::sync::mpsc;
+        std::thread::scope(|s| {
+            let (full_tx, full) = mpsc::sync_channel::<(Aligned, usize, u64)>(2);
+            let (empty_tx, empty) = mpsc::channel::<Aligned>();
+            for _ in 0..3 {
+                let _ = empty_tx.send(Aligned::new(STREAM_CHUNK));
+            }
+            let reader = s.spawn(move || -> std::io::Result<()> {
+                let mut scratch = Aligned::new(STREAM_CHUNK + 2 * ALIGN);
+                let mut pos = from;
+                while pos < to {
+                    // The consumer stopped: nothing more to read for.
+                    let Ok(mut buf) = empty.recv() else {
+                        return Ok(());
+                    };
+                    let n = ((to - pos) as usize).min(STREAM_CHUNK);
+                    self.read_at(&mut buf.get()[..n], pos, scratch.get())?;
+                    if full_tx.send((buf, n, pos)).is_err() {
+                        return Ok(());
+                    }
+                    pos += n as u64;
+                }
+                Ok(())
+            });
+            let consumed = full.iter().try_for_each(|(mut buf, n, pos)| {
+                consume(&buf.get()[..n], pos)?;
+                let _ = empty_tx.send(buf);
+                Ok(())
+            });
+            // Dropping the channels stops the reader if consuming failed.
+            drop(full);
+            drop(empty_tx);
+            let read = reader.join().expect("the reading thread panicked");
+            consumed.and(read)
+        })
     }
 
     /// The file, for what is not a read (seeks, metadata).
@@ -136,7 +185,6 @@ impl Reader {
 /// sized file), so a filesystem written sparsely costs only its data.
 pub(crate) fn copy_range(from: &Path, to: &Path, offset: u64, len: u64) -> Result<()> {
     use rustix::fs::SeekFrom;
-    const CHUNK: usize = 16 << 20;
     let what = || {
         format!(
             "copying {len} bytes at {offset} from {} into {}",
@@ -151,7 +199,6 @@ pub(crate) fn copy_range(from: &Path, to: &Path, offset: u64, len: u64) -> Resul
         .write(true)
         .open(to)
         .with_context(what)?;
-    let (mut buf, mut scratch) = (Aligned::new(CHUNK), Aligned::new(CHUNK + 2 * ALIGN));
     let end = offset + len;
     let mut at = offset;
     while at < end {
@@ -168,16 +215,12 @@ pub(crate) fn copy_range(from: &Path, to: &Path, offset: u64, len: u64) -> Resul
             .map_err(std::io::Error::from)
             .with_context(what)?
             .min(end);
-        let mut pos = data;
-        while pos < hole {
-            let n = ((hole - pos) as usize).min(CHUNK);
-            let piece = &mut buf.get()[..n];
-            src.read_at(piece, pos, scratch.get()).with_context(what)?;
-            let aligned = pos % ALIGN as u64 == 0 && n % ALIGN == 0;
+        src.stream(data, hole, |piece, pos| {
+            let aligned = pos % ALIGN as u64 == 0 && piece.len() % ALIGN == 0;
             let out = if aligned { &dst } else { &dst_buffered };
-            out.write_all_at(piece, pos).with_context(what)?;
-            pos += n as u64;
-        }
+            out.write_all_at(piece, pos)
+        })
+        .with_context(what)?;
         at = hole;
     }
     Ok(())

@@ -14,13 +14,20 @@ use crate::{fs, hash, layout, raw};
 use crate::{Artifact, Build, Platform, Uncompressed};
 
 impl Build<'_> {
-    /// The order the disks are written in: the raw artifacts first, so
-    /// that a converted disk can take its root filesystem from one of
-    /// them (see `write_disks`); otherwise as given.
+    /// The order the disks are written in: one raw artifact first, so
+    /// that a converted disk can take its root filesystem from it (see
+    /// `write_disks`), preferring one with the converted disks' sector
+    /// size (their layouts must match); then the converted disks, whose
+    /// conversion runs while the other raw disks are written; otherwise
+    /// as given.
     pub(crate) fn write_order(&self) -> Vec<&'static Platform> {
-        let mut order = self.platforms.to_vec();
-        order.sort_by_key(|p| p.format.qemu_img_args().is_some());
-        order
+        let (converted, mut raw): (Vec<&'static Platform>, Vec<_>) = self
+            .platforms
+            .iter()
+            .partition(|p| p.format.qemu_img_args().is_some());
+        raw.sort_by_key(|p| !converted.iter().any(|c| c.sector_size == p.sector_size));
+        let rest = raw.split_off(raw.len().min(1));
+        raw.into_iter().chain(converted).chain(rest).collect()
     }
 
     /// Each platform's disk, written and hashed: its boot filesystem, a

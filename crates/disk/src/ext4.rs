@@ -182,7 +182,7 @@ impl Walk<'_> {
         if !meta.is_dir() {
             bail!("{} is not a directory", source.display());
         }
-        self.attributes(ROOT_INO, source, &meta, true)?;
+        self.attributes(ROOT_INO, source, &meta)?;
         self.children(ROOT_INO, source, true)
     }
 
@@ -226,7 +226,7 @@ impl Walk<'_> {
                 Some(_) => bail!("the empty filesystem already has a file of that name"),
                 None => self.image.mkdir(parent, name)?,
             };
-            self.attributes(ino, path, meta, true)?;
+            self.attributes(ino, path, meta)?;
             return self.children(ino, path, false);
         }
         if existing.is_some() {
@@ -248,7 +248,7 @@ impl Walk<'_> {
             let target = CString::new(target.as_os_str().as_bytes())
                 .context("a symlink target with a NUL byte")?;
             let ino = self.image.symlink(parent, name, &target)?;
-            self.attributes(ino, path, meta, false)?;
+            self.attributes(ino, path, meta)?;
             ino
         } else if kind.is_file() {
             let (ino, runs) = self.image.file(parent, name, meta.len(), |inode| {
@@ -262,7 +262,7 @@ impl Walk<'_> {
                         len: meta.len(),
                         runs,
                     })
-                    .map_err(|_| anyhow::anyhow!("the data threads stopped early"))?;
+                    .map_err(|_| anyhow::anyhow!("the data thread stopped early"))?;
             }
             ino
         } else {
@@ -277,12 +277,9 @@ impl Walk<'_> {
     }
 
     /// Owner, mode and times of `meta` on inode `ino`, then its xattrs.
-    fn attributes(&self, ino: u32, path: &Path, meta: &std::fs::Metadata, dir: bool) -> Result<()> {
+    fn attributes(&self, ino: u32, path: &Path, meta: &std::fs::Metadata) -> Result<()> {
         let mut inode = self.image.read_inode(ino)?;
         set_attributes(&mut inode, meta, self.epoch);
-        if dir {
-            inode.i_mode = (sys::LINUX_S_IFDIR as u16) | (meta.mode() & 0o7777) as u16;
-        }
         self.image.write_inode(ino, &mut inode)?;
         xattrs(self.image, ino, path)
     }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use sha2::{Digest, Sha256};
 
-use crate::dio::{Aligned, Reader, ALIGN};
+use crate::dio::Reader;
 
 /// sha256 of a file read front to back, in steps ([`FileHasher::advance_to`])
 /// so that the part already final can be hashed while the rest is written.
@@ -71,7 +71,13 @@ impl FileHasher {
             let hole = rustix::fs::seek(self.file.file(), rustix::fs::SeekFrom::Hole(data))
                 .with_context(reading)?
                 .min(end);
-            hash_range(&self.file, &mut self.h, data, hole).with_context(reading)?;
+            let h = &mut self.h;
+            self.file
+                .stream(data, hole, |bytes, _| {
+                    h.update(bytes);
+                    Ok(())
+                })
+                .with_context(reading)?;
             self.pos = hole;
         }
         self.meter.add(self.pos - from);
@@ -83,44 +89,6 @@ impl FileHasher {
         self.advance_to(self.size)?;
         Ok((self.size, hex::encode(self.h.finalize())))
     }
-}
-
-/// Bytes read at once.
-const CHUNK: usize = 4 << 20;
-
-/// Hashes bytes `from..to` of `file` into `h`: one thread reads while this
-/// one hashes.
-fn hash_range(file: &Reader, h: &mut Sha256, from: u64, to: u64) -> std::io::Result<()> {
-    use std::sync::mpsc;
-    std::thread::scope(|s| {
-        let (full_tx, full) = mpsc::sync_channel::<(Vec<u8>, usize)>(2);
-        let (empty_tx, empty) = mpsc::channel::<Vec<u8>>();
-        for _ in 0..3 {
-            let _ = empty_tx.send(vec![0u8; CHUNK]);
-        }
-        let reader = s.spawn(move || -> std::io::Result<()> {
-            let mut scratch = Aligned::new(CHUNK + 2 * ALIGN);
-            let mut pos = from;
-            while pos < to {
-                // The hasher stopped: nothing more to read for.
-                let Ok(mut buf) = empty.recv() else {
-                    return Ok(());
-                };
-                let n = ((to - pos) as usize).min(CHUNK);
-                file.read_at(&mut buf[..n], pos, scratch.get())?;
-                if full_tx.send((buf, n)).is_err() {
-                    return Ok(());
-                }
-                pos += n as u64;
-            }
-            Ok(())
-        });
-        for (buf, n) in full {
-            h.update(&buf[..n]);
-            let _ = empty_tx.send(buf);
-        }
-        reader.join().expect("the reading thread panicked")
-    })
 }
 
 /// The size and sha256 of a file.
