@@ -18,6 +18,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
+use crate::hash::FileHasher;
+
 /// The alignment direct transfers need (the largest logical block size).
 pub(crate) const ALIGN: usize = 4096;
 
@@ -183,7 +185,15 @@ impl Reader {
 /// Copies bytes `offset..offset + len` of `from` into `to` at the same
 /// offset, data only: holes of `from` stay holes of `to` (a freshly
 /// sized file), so a filesystem written sparsely costs only its data.
-pub(crate) fn copy_range(from: &Path, to: &Path, offset: u64, len: u64) -> Result<()> {
+/// `hasher`, a hasher of `to` that has reached `offset`, hashes the range
+/// as it is copied, and its holes as the zeros they are.
+pub(crate) fn copy_range(
+    from: &Path,
+    to: &Path,
+    offset: u64,
+    len: u64,
+    mut hasher: Option<&mut FileHasher>,
+) -> Result<()> {
     use rustix::fs::SeekFrom;
     let what = || {
         format!(
@@ -215,13 +225,24 @@ pub(crate) fn copy_range(from: &Path, to: &Path, offset: u64, len: u64) -> Resul
             .map_err(std::io::Error::from)
             .with_context(what)?
             .min(end);
+        if let Some(h) = hasher.as_deref_mut() {
+            // Up to `data`, `to` is a hole: it reads as zeros.
+            h.advance_to(data)?;
+        }
         src.stream(data, hole, |piece, pos| {
             let aligned = pos % ALIGN as u64 == 0 && piece.len() % ALIGN == 0;
             let out = if aligned { &dst } else { &dst_buffered };
-            out.write_all_at(piece, pos)
+            out.write_all_at(piece, pos)?;
+            if let Some(h) = hasher.as_deref_mut() {
+                h.feed(pos, piece).map_err(std::io::Error::other)?;
+            }
+            Ok(())
         })
         .with_context(what)?;
         at = hole;
+    }
+    if let Some(h) = hasher {
+        h.advance_to(end)?;
     }
     Ok(())
 }
@@ -231,7 +252,8 @@ mod tests {
     use super::*;
 
     /// A range copied from a sparse disk: the same bytes, holes kept,
-    /// nothing outside the range touched.
+    /// nothing outside the range touched; hashed as copied, the hash of
+    /// the file.
     #[test]
     fn a_range_is_copied_with_its_holes() {
         use std::io::{Seek, SeekFrom, Write};
@@ -255,8 +277,16 @@ mod tests {
                 .unwrap()
                 .set_len(64 * MIB)
                 .unwrap();
-            copy_range(&from, &to, 4 * MIB, 50 * MIB).unwrap();
+            // Hashed as it is copied, the second time.
+            let mut h = (!cached).then(|| FileHasher::open(&to).unwrap());
+            if let Some(h) = h.as_mut() {
+                h.advance_to(4 * MIB).unwrap();
+            }
+            copy_range(&from, &to, 4 * MIB, 50 * MIB, h.as_mut()).unwrap();
             let (a, b) = (std::fs::read(&from).unwrap(), std::fs::read(&to).unwrap());
+            if let Some(h) = h {
+                assert_eq!(h.finish().unwrap(), crate::hash::hash_file(&to).unwrap());
+            }
             let range = (4 * MIB) as usize..(54 * MIB) as usize;
             assert!(a[range.clone()] == b[range.clone()], "cached: {cached}");
             assert!(b[..range.start].iter().all(|&x| x == 0));

@@ -84,6 +84,23 @@ impl FileHasher {
         Ok(())
     }
 
+    /// Hashes `bytes`, which the caller has just written at `pos`, the
+    /// offset hashing has reached: what a copy writes is hashed as it
+    /// goes instead of read back.
+    pub(crate) fn feed(&mut self, pos: u64, bytes: &[u8]) -> Result<()> {
+        if pos != self.pos {
+            anyhow::bail!(
+                "{}: hashing is at {}, not at {pos}",
+                self.path.display(),
+                self.pos
+            );
+        }
+        self.h.update(bytes);
+        self.pos += bytes.len() as u64;
+        self.meter.add(bytes.len() as u64);
+        Ok(())
+    }
+
     /// The size and sha256 of the whole file.
     pub(crate) fn finish(mut self) -> Result<(u64, String)> {
         self.advance_to(self.size)?;

@@ -144,13 +144,21 @@ pub(crate) fn write_disk(
     let write_root = || match src.root {
         Root::Tree(tree) => ns.run::<()>(&ext4(lay.root(), "root", &src.uuids.root_fs, tree)),
         Root::CopyFrom(from) => {
-            crate::dio::copy_range(from, raw, lay.root().start, lay.root().size)
+            crate::dio::copy_range(from, raw, lay.root().start, lay.root().size, None)
         }
         Root::Written | Root::Elsewhere => Ok(()),
     };
     if !hash {
         write_root()?;
         return Ok(None);
+    }
+    // A copied root is hashed as it is copied, not read back.
+    if let Root::CopyFrom(from) = src.root {
+        let mut h = FileHasher::open(raw)?;
+        h.advance_to(lay.root().start)?;
+        let root = lay.root();
+        crate::dio::copy_range(from, raw, root.start, root.size, Some(&mut h))?;
+        return Ok(Some(h));
     }
     std::thread::scope(|scope| {
         let prefix = scope.spawn(|| -> Result<FileHasher> {
