@@ -13,11 +13,12 @@
 //! libext2fs and, walking the tree in name order, creates each directory,
 //! symlink and file, with its owner, mode, times and extended attributes
 //! (capabilities among them). Each file's blocks are allocated in one
-//! call, and its data is written by a pool of threads straight into the
-//! disk file at the blocks allocated, in large writes, while the walk goes
-//! on. Hard links are found in a hash map. libext2fs does every metadata
-//! write; the data threads only write blocks it has allocated to a file
-//! and never reads.
+//! call, and a second thread writes its data straight into the disk file
+//! at the blocks allocated while the walk goes on, gathering consecutive
+//! blocks into writes of up to 16 MiB, with direct I/O where the disk
+//! file's filesystem has it ([`crate::dio`]). Hard links are found in a
+//! hash map. libext2fs does every metadata write; the data thread only
+//! writes blocks it has allocated to a file and never reads.
 //!
 //! Times are clamped as [`crate::fs::clamp_times`] would clamp them, but
 //! read before anything reads the file, so the source tree is not touched
@@ -48,7 +49,7 @@ use crate::fs::Ext4;
 /// The block size every strata ext4 filesystem has.
 const BLOCK: u64 = 4096;
 
-/// The largest write a data thread makes at once.
+/// The most blocks the data thread writes at once (16 MiB).
 const CHUNK_BLOCKS: u64 = 4096;
 
 /// Writes the filesystem `fs` describes: empty with `mkfs.ext4`, then
