@@ -780,7 +780,7 @@ mod tests {
             rustix::process::geteuid().is_root(),
             "needs root: the tree it copies has files of other owners and a capability"
         );
-        for tool in ["mkfs.ext4", "e2fsck", "debugfs"] {
+        for tool in ["mkfs.ext4", "fsck.ext4", "debugfs"] {
             strata_process::require(tool).unwrap();
         }
         let t = tempfile::tempdir().unwrap();
@@ -788,13 +788,13 @@ mod tests {
         make_tree(&src);
         let (disk, spec) = image(t.path(), "one.img", &src);
 
-        let fsck = Command::new("e2fsck")
+        let fsck = Command::new("fsck.ext4")
             .args(["-fn", &spec])
             .output()
             .unwrap();
         assert!(
             fsck.status.success(),
-            "e2fsck: {}",
+            "fsck.ext4: {}",
             String::from_utf8_lossy(&fsck.stdout)
         );
 
