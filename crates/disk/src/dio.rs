@@ -92,6 +92,13 @@ impl Reader {
         mut consume: impl FnMut(&[u8], u64) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         use std::sync::mpsc;
+        // One piece: no thread to start, no memory to set aside for it.
+        if to - from <= STREAM_CHUNK as u64 {
+            let n = (to - from) as usize;
+            let (mut buf, mut scratch) = (Aligned::new(n), Aligned::new(n + 2 * ALIGN));
+            self.read_at(buf.get(), from, scratch.get())?;
+            return consume(buf.get(), from);
+        }
         std::thread::scope(|s| {
             let (full_tx, full) = mpsc::sync_channel::<(Aligned, usize, u64)>(2);
             let (empty_tx, empty) = mpsc::channel::<Aligned>();
