@@ -20,7 +20,7 @@
 //! hash map. libext2fs does every metadata write; the data thread only
 //! writes blocks it has allocated to a file and never reads.
 //!
-//! Times are clamped as [`crate::fs::clamp_times`] would clamp them, but
+//! Times are clamped as [`crate::fs::clamp_times`] clamps them, but
 //! read before anything reads the file, so the source tree is not touched
 //! and reading it cannot change what is written. Same tree, same epoch,
 //! same bytes: allocation follows the walk's order, and the final block of
@@ -184,11 +184,11 @@ impl Walk<'_> {
             bail!("{} is not a directory", source.display());
         }
         self.attributes(ROOT_INO, source, &meta)?;
-        self.children(ROOT_INO, source, true)
+        self.children(ROOT_INO, source)
     }
 
     /// Everything in directory `dir` (image inode `ino`), in name order.
-    fn children(&mut self, ino: u32, dir: &Path, at_root: bool) -> Result<()> {
+    fn children(&mut self, ino: u32, dir: &Path) -> Result<()> {
         let mut entries: Vec<_> = std::fs::read_dir(dir)
             .with_context(|| format!("reading {}", dir.display()))?
             .collect::<std::io::Result<_>>()
@@ -200,7 +200,7 @@ impl Walk<'_> {
                 .with_context(|| format!("reading {}", path.display()))?;
             let name = CString::new(entry.file_name().as_bytes())
                 .with_context(|| format!("{}: a name with a NUL byte", path.display()))?;
-            self.entry(ino, &name, &path, &meta, at_root)
+            self.entry(ino, &name, &path, &meta)
                 .with_context(|| format!("copying {}", path.display()))?;
         }
         Ok(())
@@ -212,11 +212,10 @@ impl Walk<'_> {
         name: &CStr,
         path: &Path,
         meta: &std::fs::Metadata,
-        at_root: bool,
     ) -> Result<()> {
         let kind = meta.file_type();
         // mkfs.ext4 made lost+found; a tree that has one shares it.
-        let existing = if at_root {
+        let existing = if parent == ROOT_INO {
             self.image.lookup(ROOT_INO, name)?
         } else {
             None
@@ -228,7 +227,7 @@ impl Walk<'_> {
                 None => self.image.mkdir(parent, name)?,
             };
             self.attributes(ino, path, meta)?;
-            return self.children(ino, path, false);
+            return self.children(ino, path);
         }
         if existing.is_some() {
             bail!("the empty filesystem already has a file of that name");
@@ -291,7 +290,7 @@ const ROOT_INO: u32 = 2;
 
 /// Owner, permission bits (the type bits stay) and clamped times.
 fn set_attributes(inode: &mut sys::ext2_inode, meta: &std::fs::Metadata, epoch: i64) {
-    let (atime, mtime) = clamped(meta, epoch);
+    let (atime, mtime) = crate::fs::clamped(meta, epoch);
     inode.i_mode = (inode.i_mode & !0o7777) | (meta.mode() & 0o7777) as u16;
     inode.i_uid = meta.uid() as u16;
     inode.i_gid = meta.gid() as u16;
@@ -303,53 +302,34 @@ fn set_attributes(inode: &mut sys::ext2_inode, meta: &std::fs::Metadata, epoch: 
     inode.i_ctime = mtime as u32;
 }
 
-/// The access and modification times [`crate::fs::clamp_times`] leaves.
-fn clamped(meta: &std::fs::Metadata, epoch: i64) -> (i64, i64) {
-    if meta.mtime() > epoch || meta.atime() > epoch {
-        let t = epoch.min(meta.mtime());
-        (t, t)
-    } else {
-        (meta.atime(), meta.mtime())
-    }
-}
-
 /// Copies the extended attributes of `path` onto inode `ino`.
 fn xattrs(image: &Image, ino: u32, path: &Path) -> Result<()> {
-    let mut names = vec![0u8; 1024];
-    let len = loop {
-        match rustix::fs::llistxattr(path, &mut names) {
-            Ok(n) => break n,
-            Err(rustix::io::Errno::RANGE) => names.resize(names.len() * 4, 0),
-            Err(e) => {
-                return Err(std::io::Error::from(e))
-                    .with_context(|| format!("listing the xattrs of {}", path.display()))
-            }
-        }
+    use rustix::io::Errno;
+    let listing = || format!("listing the xattrs of {}", path.display());
+    let size = match rustix::fs::llistxattr_query(path) {
+        Ok(0) | Err(Errno::NOTSUP) => return Ok(()),
+        Ok(n) => n,
+        Err(e) => return Err(std::io::Error::from(e)).with_context(listing),
     };
-    if len == 0 {
-        return Ok(());
-    }
+    let mut names = vec![0u8; size];
+    let n = rustix::fs::llistxattr(path, &mut names)
+        .map_err(std::io::Error::from)
+        .with_context(listing)?;
     let mut values = Vec::new();
-    for name in names[..len].split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let cname = CString::new(name)?;
-        let mut value = vec![0u8; 256];
-        let n = loop {
-            match rustix::fs::lgetxattr(path, cname.as_c_str(), &mut value) {
-                Ok(n) => break n,
-                Err(rustix::io::Errno::RANGE) => value.resize(value.len() * 4, 0),
-                Err(e) => {
-                    return Err(std::io::Error::from(e)).with_context(|| {
-                        format!(
-                            "reading xattr {} of {}",
-                            String::from_utf8_lossy(name),
-                            path.display()
-                        )
-                    })
-                }
-            }
-        };
+    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = CString::new(name)?;
+        let reading = || format!("reading xattr {name:?} of {}", path.display());
+        let mut value = vec![
+            0u8;
+            rustix::fs::lgetxattr_query(path, name.as_c_str())
+                .map_err(std::io::Error::from)
+                .with_context(reading)?
+        ];
+        let n = rustix::fs::lgetxattr(path, name.as_c_str(), &mut value)
+            .map_err(std::io::Error::from)
+            .with_context(reading)?;
         value.truncate(n);
-        values.push((cname, value));
+        values.push((name, value));
     }
     image.set_xattrs(ino, &values)
 }
@@ -833,7 +813,7 @@ mod tests {
             }
             assert_eq!(w.mode() & 0o7777, g.mode() & 0o7777, "{entry}");
             assert_eq!((w.uid(), w.gid()), (g.uid(), g.gid()), "{entry}");
-            assert_eq!(clamped(&w, EPOCH).1, g.mtime(), "{entry}");
+            assert_eq!(crate::fs::clamped(&w, EPOCH).1, g.mtime(), "{entry}");
             if w.is_file() {
                 assert_eq!(
                     std::fs::read(&want).unwrap(),

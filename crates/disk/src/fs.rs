@@ -37,13 +37,26 @@ pub fn set_times(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
     .with_context(|| format!("setting the times of {}", path.display()))
 }
 
+/// The access and modification times a file of `meta` has once clamped
+/// to `epoch`: both the older of `epoch` and its mtime when either is
+/// newer than `epoch`, else its own.
+pub(crate) fn clamped(meta: &std::fs::Metadata, epoch: i64) -> (i64, i64) {
+    if meta.mtime() > epoch || meta.atime() > epoch {
+        let t = epoch.min(meta.mtime());
+        (t, t)
+    } else {
+        (meta.atime(), meta.mtime())
+    }
+}
+
 /// Sets every mtime/atime newer than `epoch` under `root` (root included,
-/// symlinks themselves) to `epoch`.
+/// symlinks themselves) to `epoch` ([`clamped`]).
 pub fn clamp_times(root: &Path, epoch: i64) -> Result<()> {
     walk(root, &mut |path, meta| {
-        if meta.mtime() > epoch || meta.atime() > epoch {
+        let (atime, mtime) = clamped(meta, epoch);
+        if (atime, mtime) != (meta.atime(), meta.mtime()) {
             let t = rustix::fs::Timespec {
-                tv_sec: epoch.min(meta.mtime()),
+                tv_sec: mtime,
                 tv_nsec: 0,
             };
             let times = rustix::fs::Timestamps {
