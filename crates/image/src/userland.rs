@@ -122,7 +122,8 @@ pub fn build(
 }
 
 /// The Debian packages of the libraries `strata` links (dpkg knows a
-/// library by the path its package ships, under /lib or /usr/lib).
+/// library by the path its package ships, under /lib or /usr/lib), each
+/// from the suite the host has it from.
 fn library_packages(strata: &Path) -> Result<Vec<String>> {
     let ldd = output(Command::new("ldd").arg(strata))?;
     let mut out = Vec::new();
@@ -141,6 +142,15 @@ fn library_packages(strata: &Path) -> Result<Vec<String>> {
                 )
             })?;
         let package = owner.split(':').next().unwrap_or(&owner).to_owned();
+        // A library the host has from backports (libext2fs2 with the
+        // e2fsprogs install-deps takes) comes from there in the image too:
+        // the binary was built against that version.
+        let version = output(Command::new("dpkg-query").args(["-W", "-f=${Version}", &package]))?;
+        let package = if version.contains("~bpo") {
+            format!("{package}/bookworm-backports")
+        } else {
+            package
+        };
         if !out.contains(&package) {
             out.push(package);
         }
