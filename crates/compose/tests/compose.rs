@@ -1017,7 +1017,7 @@ fn overrides_files_pin_packages_over_the_lockfile() {
 /// by its image only (docs/fixture.md): kernel-core's layer changes,
 /// kernel-modules' keeps its bytes.
 #[test]
-fn a_zstream_downloads_only_the_layers_of_what_it_changed() {
+fn a_zstream_downloads_only_the_layers_of_what_it_changed_and_gives_a_cold_composes_bytes() {
     let _serial = serial();
     let (shared, ga) = demo();
     let f = fixture();
@@ -1031,7 +1031,7 @@ fn a_zstream_downloads_only_the_layers_of_what_it_changed() {
     .unwrap();
     let z = compose(
         &ComposeOptions::new(demo_manifest(), &w, installer())
-            .vars(vars)
+            .vars(vars.clone())
             .source_date_epoch(None),
     )
     .unwrap();
@@ -1077,4 +1077,18 @@ fn a_zstream_downloads_only_the_layers_of_what_it_changed() {
     .map(|c| c.iter().map(|s| s.to_string()).collect())
     .collect();
     assert_eq!(downloaded, want, "{:#?}", diff.layers_added);
+
+    // What the update reused (the previous build's accounts, its layers, its
+    // initramfs if unchanged) leaves no trace: a cold compose of the same
+    // set in a fresh workdir gives the same commit and the same image.
+    let cold_dir = tempfile::tempdir().unwrap();
+    let cold = compose(
+        &ComposeOptions::new(demo_manifest(), cold_dir.path(), installer())
+            .vars(vars)
+            .source_date_epoch(None),
+    )
+    .unwrap();
+    assert_eq!(cold.version, z.version);
+    assert_eq!(cold.ostree_commit, z.ostree_commit);
+    assert_eq!(cold.digest, z.digest);
 }

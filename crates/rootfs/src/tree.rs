@@ -127,9 +127,7 @@ pub fn apply_layered(root: &Path) -> Result<()> {
     }
     let usr_etc = root.join("usr/etc");
     if usr_etc.is_dir() {
-        remove_matching(&usr_etc, &|n| {
-            n.ends_with(".rpmnew") || n.ends_with(".rpmsave") || n.ends_with("-")
-        })?;
+        remove_matching(&usr_etc, &is_leftover)?;
     }
     Ok(())
 }
@@ -459,10 +457,7 @@ fn move_etc(root: &Path) -> Result<()> {
     if usr_etc.exists() {
         bail!("the tree already has /usr/etc; packages must not ship it");
     }
-    // Left-overs of rpm's %config handling are not content.
-    remove_matching(&etc, &|n| {
-        n.ends_with(".rpmnew") || n.ends_with(".rpmsave") || n.ends_with("-")
-    })?;
+    remove_matching(&etc, &is_leftover)?;
     remove_machine_id(&etc)?;
     fs::rename(&etc, &usr_etc).context("moving /etc to /usr/etc")?;
     Ok(())
@@ -484,6 +479,19 @@ fn remove_machine_id(etc: &Path) -> Result<()> {
         Ok(_) => fs::remove_file(&path).with_context(|| format!("removing {}", path.display())),
         Err(_) => Ok(()),
     }
+}
+
+/// What installing leaves in `/etc` that is not content: rpm's %config
+/// copies (`.rpmnew`, `.rpmsave`), shadow's backups (`passwd-`, ...) and
+/// its lock file (`.pwd.lock`). The last two exist only when a scriptlet's
+/// `useradd` or `groupadd` changed the account files, which depends on
+/// whether the previous build's accounts were seeded: kept, they would make
+/// a compose after an update differ from a cold compose of the same set.
+fn is_leftover(name: &str) -> bool {
+    name.ends_with(".rpmnew")
+        || name.ends_with(".rpmsave")
+        || name.ends_with('-')
+        || name == ".pwd.lock"
 }
 
 fn remove_matching(dir: &Path, pred: &dyn Fn(&str) -> bool) -> Result<()> {
@@ -544,6 +552,8 @@ mod tests {
         fs::write(r.join("etc/passwd"), "root:x:0:0::/root:/bin/bash\n").unwrap();
         fs::write(r.join("etc/group"), "root:x:0:\n").unwrap();
         fs::write(r.join("etc/hosts.rpmnew"), "x").unwrap();
+        fs::write(r.join("etc/passwd-"), "").unwrap();
+        fs::write(r.join("etc/.pwd.lock"), "").unwrap();
         fs::write(
             r.join("etc/machine-id"),
             "0123456789abcdef0123456789abcdef\n",
@@ -573,6 +583,8 @@ mod tests {
         assert!(r.join("usr/etc/ssh").is_dir());
         assert!(!r.join("etc").exists());
         assert!(!r.join("usr/etc/hosts.rpmnew").exists());
+        assert!(!r.join("usr/etc/passwd-").exists());
+        assert!(!r.join("usr/etc/.pwd.lock").exists());
         // systemd's %post wrote it: a node's first boot makes its own.
         assert!(r.join("usr/etc/machine-id").symlink_metadata().is_err());
         assert_eq!(
