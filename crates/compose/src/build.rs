@@ -277,8 +277,22 @@ impl Build<'_> {
         enc.layer_cache = Some(wd.layer_cache());
         // Tagged only once the build is recorded.
         enc.defer_tag = true;
-        let image = strata_oscontainer::encapsulate(&wd.repo(), checksum, &wd.oci(), tag, &enc)
-            .context("encapsulating the commit into the base image")?;
+        // The staging tree is done with once its rpmdb is read: its files
+        // are the commit's objects by now, or copies of objects an earlier
+        // build made (after a z-stream, nearly all of them), whose blocks
+        // are freed. That takes seconds, so it goes on beside the layers
+        // instead of after them.
+        let image = std::thread::scope(|s| {
+            s.spawn(|| {
+                let start = std::time::Instant::now();
+                match strata_workdir::remove_tree(&c.root) {
+                    Ok(()) => tracing::debug!(elapsed = ?start.elapsed(), "removed the staging tree"),
+                    Err(e) => tracing::debug!("removing {}: {e}", c.root.display()),
+                }
+            });
+            strata_oscontainer::encapsulate(&wd.repo(), checksum, &wd.oci(), tag, &enc)
+        })
+        .context("encapsulating the commit into the base image")?;
         tracing::info!("base image {} ({})", image.image, image.manifest_digest);
         Ok(image)
     }

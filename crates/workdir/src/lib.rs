@@ -17,6 +17,7 @@
 //! made from it, read and written here only.
 
 pub mod record;
+mod remove;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 pub use record::{BuildMeta, PackageDiff};
+pub use remove::remove_tree;
 
 /// An open workdir.
 #[derive(Debug, Clone)]
@@ -211,11 +213,7 @@ impl Workdir {
         {
             let path = entry?.path();
             tracing::debug!("removing abandoned staging {}", path.display());
-            let _ = if path.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
+            let _ = remove_tree(&path);
         }
         Ok(Lock { _file: file })
     }
