@@ -360,18 +360,19 @@ impl Bench<'_> {
                 ensure!(v2.changed, "the z-stream compose changed nothing");
                 let line = "compose after the z-stream vs cold compose of that set";
                 // What the update reused must not show in its result.
-                self.lines.push(if v2.ostree_commit == cold_v2.ostree_commit {
-                    Line::faster(line, &incremental, &cold, Goal::AtLeast(4.0))
-                } else {
-                    Line::failed(
-                        line,
-                        format!(
-                            "commit {} differs from the cold compose's {}",
-                            v2.ostree_commit, cold_v2.ostree_commit
-                        ),
-                        Goal::AtLeast(4.0),
-                    )
-                });
+                self.lines
+                    .push(if v2.ostree_commit == cold_v2.ostree_commit {
+                        Line::faster(line, &incremental, &cold, Goal::AtLeast(4.0))
+                    } else {
+                        Line::failed(
+                            line,
+                            format!(
+                                "commit {} differs from the cold compose's {}",
+                                v2.ostree_commit, cold_v2.ostree_commit
+                            ),
+                            Goal::AtLeast(4.0),
+                        )
+                    });
                 let image = strata_oscontainer::ImageRef::parse(&v2.image, None)?;
                 (v2, repo.clone(), image)
             }

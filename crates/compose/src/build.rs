@@ -286,7 +286,9 @@ impl Build<'_> {
             s.spawn(|| {
                 let start = std::time::Instant::now();
                 match strata_workdir::remove_tree(&c.root) {
-                    Ok(()) => tracing::debug!(elapsed = ?start.elapsed(), "removed the staging tree"),
+                    Ok(()) => {
+                        tracing::debug!(elapsed = ?start.elapsed(), "removed the staging tree")
+                    }
                     Err(e) => tracing::debug!("removing {}: {e}", c.root.display()),
                 }
             });

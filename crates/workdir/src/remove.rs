@@ -129,7 +129,7 @@ mod tests {
         let root = std::fs::metadata("/proc/self")
             .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
             .unwrap();
-        let mode = |m| std::fs::Permissions::from(std::os::unix::fs::PermissionsExt::from_mode(m));
+        let mode = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode;
         let chattr = |flag: &str| {
             let ok = std::process::Command::new("chattr")
                 .arg(flag)
