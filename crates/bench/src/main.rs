@@ -2,7 +2,7 @@
 //! baselines users would otherwise run, side by side in one run, ending
 //! with one table (docs/bench.md says how to read it).
 //!
-//! `strata-bench [--scale N | --scale rhcos] [derive | disk | rpmdb]`:
+//! `strata-bench [--scale N | --scale rhcos] [compose | zstream | derive | disk | rpmdb]`:
 //! the fixture with N small synthetic packages on top of the demo base
 //! (`make bench`, N = 300), or one of a real RHCOS base's size
 //! (`make bench-full`: about 500 packages, 2.5 GB, 50,000 files; see
@@ -122,9 +122,9 @@ fn main() -> Result<()> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--scale" => scale = Scale::parse(&args.next().context("--scale needs a value")?)?,
-            "compose" | "derive" | "disk" | "rpmdb" if part.is_none() => part = Some(a),
+            "compose" | "zstream" | "derive" | "disk" | "rpmdb" if part.is_none() => part = Some(a),
             other => {
-                bail!("usage: strata-bench [--scale N|rhcos] [compose|derive|disk|rpmdb] (got {other:?})")
+                bail!("usage: strata-bench [--scale N|rhcos] [compose|zstream|derive|disk|rpmdb] (got {other:?})")
             }
         }
     }
@@ -149,6 +149,11 @@ fn main() -> Result<()> {
     match part.as_deref() {
         Some("compose") => {
             let (_, _, ext_oci) = bench.cold()?;
+            crate::scratch::set_aside(&ext_oci)?;
+        }
+        Some("zstream") => {
+            let (v1, _, ext_oci) = bench.cold()?;
+            bench.zstream(&v1, &ext_oci)?;
             crate::scratch::set_aside(&ext_oci)?;
         }
         Some("derive") => {
