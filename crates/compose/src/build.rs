@@ -289,7 +289,8 @@ impl Build<'_> {
                     Ok(()) => {
                         tracing::debug!(elapsed = ?start.elapsed(), "removed the staging tree")
                     }
-                    Err(e) => tracing::debug!("removing {}: {e}", c.root.display()),
+                    // Dropping the staging directory tries again.
+                    Err(e) => tracing::debug!("{e}"),
                 }
             });
             strata_oscontainer::encapsulate(&wd.repo(), checksum, &wd.oci(), tag, &enc)

@@ -120,7 +120,7 @@ pub fn has_whole_commit(repo: &ostree::Repo, checksum: &str) -> bool {
 /// capabilities (rpm's `%caps`: newuidmap's `cap_setuid`, …). Whatever else
 /// the build host's filesystem put on the files (its own SELinux labels,
 /// `user.*` of tools) stays out.
-const KEPT_XATTRS: &[&str] = &["security.capability"];
+const KEPT_XATTRS: &[&std::ffi::CStr] = &[c"security.capability"];
 
 /// The xattrs the file at `path` (commit-relative) under `tree` keeps in
 /// the commit, as ostree's `a(ayay)` pairs (names end with a NUL): its
@@ -136,16 +136,8 @@ fn xattrs_of(
     let file = tree.join(path.trim_start_matches('/'));
     let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
     for name in KEPT_XATTRS {
-        let mut value = vec![0u8; 1024];
-        match rustix::fs::lgetxattr(&file, *name, &mut value[..]) {
-            Ok(n) => {
-                value.truncate(n);
-                pairs.push((nul_terminated(name), value));
-            }
-            Err(rustix::io::Errno::NODATA) | Err(rustix::io::Errno::NOTSUP) => {}
-            Err(e) => {
-                return Err(e).with_context(|| format!("reading {name} of {}", file.display()))
-            }
+        if let Some(value) = strata_process::xattr::get(&file, name)? {
+            pairs.push((name.to_bytes_with_nul().to_vec(), value));
         }
     }
     let as_deployed = match path.strip_prefix("/usr/etc") {

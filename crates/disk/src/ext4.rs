@@ -304,32 +304,9 @@ fn set_attributes(inode: &mut sys::ext2_inode, meta: &std::fs::Metadata, epoch: 
 
 /// Copies the extended attributes of `path` onto inode `ino`.
 fn xattrs(image: &Image, ino: u32, path: &Path) -> Result<()> {
-    use rustix::io::Errno;
-    let listing = || format!("listing the xattrs of {}", path.display());
-    let size = match rustix::fs::llistxattr_query(path) {
-        Ok(0) | Err(Errno::NOTSUP) => return Ok(()),
-        Ok(n) => n,
-        Err(e) => return Err(std::io::Error::from(e)).with_context(listing),
-    };
-    let mut names = vec![0u8; size];
-    let n = rustix::fs::llistxattr(path, &mut names)
-        .map_err(std::io::Error::from)
-        .with_context(listing)?;
-    let mut values = Vec::new();
-    for name in names[..n].split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let name = CString::new(name)?;
-        let reading = || format!("reading xattr {name:?} of {}", path.display());
-        let mut value = vec![
-            0u8;
-            rustix::fs::lgetxattr_query(path, name.as_c_str())
-                .map_err(std::io::Error::from)
-                .with_context(reading)?
-        ];
-        let n = rustix::fs::lgetxattr(path, name.as_c_str(), &mut value)
-            .map_err(std::io::Error::from)
-            .with_context(reading)?;
-        value.truncate(n);
-        values.push((name, value));
+    let values = strata_process::xattr::all(path)?;
+    if values.is_empty() {
+        return Ok(());
     }
     image.set_xattrs(ino, &values)
 }

@@ -548,56 +548,19 @@ fn is_overlay_xattr(name: &str) -> bool {
 }
 
 fn is_opaque(path: &Path) -> Result<bool> {
-    for name in ["trusted.overlay.opaque", "user.overlay.opaque"] {
-        if get_xattr(path, name)?.as_deref() == Some(b"y") {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
-fn get_xattr(path: &Path, name: &str) -> Result<Option<Vec<u8>>> {
-    let ctx = || format!("reading xattr {name} of {}", path.display());
-    let size = match rustix::fs::lgetxattr_query(path, name) {
-        Ok(n) => n,
-        Err(e) if e == rustix::io::Errno::NODATA || e == rustix::io::Errno::NOTSUP => {
-            return Ok(None)
-        }
-        Err(e) => return Err(std::io::Error::from(e)).context_with(ctx),
-    };
-    let mut buf = vec![0u8; size];
-    let n = rustix::fs::lgetxattr(path, name, &mut buf[..])
-        .map_err(std::io::Error::from)
-        .context_with(ctx)?;
-    buf.truncate(n);
-    Ok(Some(buf))
+    strata_process::xattr::overlay_opaque(path)
+        .context_with(|| "reading the overlay's upper dir".to_string())
 }
 
 /// The xattrs of a file as PAX records, overlay bookkeeping excluded.
 fn xattrs(path: &Path) -> Result<Vec<(String, Vec<u8>)>> {
-    let ctx = || format!("listing xattrs of {}", path.display());
-    let size = match rustix::fs::llistxattr_query(path) {
-        Ok(n) => n,
-        Err(e) if e == rustix::io::Errno::NOTSUP => return Ok(Vec::new()),
-        Err(e) => return Err(std::io::Error::from(e)).context_with(ctx),
-    };
-    if size == 0 {
-        return Ok(Vec::new());
-    }
-    let mut buf = vec![0u8; size];
-    let n = rustix::fs::llistxattr(path, &mut buf[..])
-        .map_err(std::io::Error::from)
-        .context_with(ctx)?;
-    let mut out = Vec::new();
-    for name in buf[..n].split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let name = String::from_utf8_lossy(name).into_owned();
-        if is_overlay_xattr(&name) {
-            continue;
-        }
-        if let Some(v) = get_xattr(path, &name)? {
-            out.push((format!("SCHILY.xattr.{name}"), v));
-        }
-    }
+    let mut out: Vec<(String, Vec<u8>)> = strata_process::xattr::all(path)
+        .context_with(|| "copying xattrs into the derived layer".to_string())?
+        .into_iter()
+        .map(|(name, value)| (name.to_string_lossy().into_owned(), value))
+        .filter(|(name, _)| !is_overlay_xattr(name))
+        .map(|(name, value)| (format!("SCHILY.xattr.{name}"), value))
+        .collect();
     out.sort();
     Ok(out)
 }

@@ -17,6 +17,7 @@ pub mod progress;
 pub mod sandbox;
 pub mod userns;
 pub mod worker;
+pub mod xattr;
 
 use std::ffi::OsStr;
 use std::io::Write;

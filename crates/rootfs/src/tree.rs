@@ -520,10 +520,7 @@ pub fn write_file(path: &Path, content: &[u8], mode: u32) -> Result<()> {
 /// Whether overlay marked the directory `path` of an upper dir opaque (it
 /// replaces a directory the lower dir has, hiding its content).
 pub fn is_opaque(path: &Path) -> bool {
-    let mut buf = [0u8; 4];
-    ["trusted.overlay.opaque", "user.overlay.opaque"]
-        .iter()
-        .any(|name| matches!(rustix::fs::lgetxattr(path, *name, &mut buf[..]), Ok(1) if buf[0] == b'y'))
+    strata_process::xattr::overlay_opaque(path).unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! Removing a staging tree, many files at once.
 //!
 //! A file whose blocks are freed costs more than its directory entry: on a
-//! filesystem mounted with `discard` (as the virtual machines strata runs
-//! on are), ext4 without a journal sends the device a discard for every
-//! freed extent and waits for it, one file after the other. A compose after
+//! filesystem mounted with `discard` (this project's build machines are),
+//! ext4 without a journal sends the device a discard for every freed
+//! extent and waits for it, one file after the other. A compose after
 //! a z-stream frees a whole installed tree (its files were already objects
 //! of the repository, so none became one): about 50,000 discards, 6 s one
 //! at a time, under 3 s from eight threads. Directories are removed last,

@@ -349,18 +349,11 @@ fn adopt(leaf: &Leaf, path: &Path, objects: &Path, checksum: &str) -> Result<boo
             Errno::PERM | Errno::ACCESS | Errno::XDEV | Errno::NOTSUP | Errno::ROFS | Errno::MLINK
         )
     };
-    let mut names = vec![0u8; 4096];
-    let n = match rustix::fs::llistxattr(path, &mut names[..]) {
-        Ok(n) => n,
-        Err(Errno::RANGE) => return Ok(false),
-        Err(e) => {
-            return Err(e).with_context(|| format!("listing the xattrs of {}", path.display()))
-        }
-    };
-    let foreign = names[..n]
-        .split(|b| *b == 0)
-        .filter(|name| !name.is_empty())
-        .any(|name| !ADOPTABLE_XATTRS.iter().any(|a| a.as_bytes() == name));
+    let foreign = strata_process::xattr::names(path)?.iter().any(|name| {
+        !ADOPTABLE_XATTRS
+            .iter()
+            .any(|a| a.as_bytes() == name.as_bytes())
+    });
     if foreign {
         return Ok(false);
     }
