@@ -9,62 +9,122 @@
 //! at a time, under 3 s from eight threads. Directories are removed last,
 //! deepest first, on the calling thread.
 
+use std::ffi::OsString;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use rustix::fs::{openat2, AtFlags, Mode, OFlags, ResolveFlags};
+
 /// Threads unlinking at once: most of their time is the device's.
 const THREADS: usize = 8;
 
-/// Removes `path` and everything below it, like `std::fs::remove_dir_all`
-/// (symlinks are removed, never followed), unlinking files from several
-/// threads. A missing `path` is not an error.
+/// Removes `path` and everything below it (symlinks are removed, never
+/// followed), unlinking files from several threads. Each entry is removed
+/// relative to its directory, opened from `path` without following any
+/// link, so a directory replaced by a link meanwhile is not gone through.
+/// A missing `path` is not an error.
 pub fn remove_tree(path: &Path) -> io::Result<()> {
-    let mut files = Vec::new();
-    let mut dirs = Vec::new();
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-        Ok(m) if !m.is_dir() => return std::fs::remove_file(path),
+        Err(e) => return Err(at(path, e)),
+        Ok(m) if !m.is_dir() => return std::fs::remove_file(path).map_err(|e| at(path, e)),
         Ok(_) => {}
     }
-    walk(path, &mut files, &mut dirs)?;
-    unlink_all(&files)?;
-    // Preorder: every directory comes after its parent.
-    for dir in dirs.iter().rev() {
-        std::fs::remove_dir(dir).map_err(|e| at(dir, e))?;
-    }
-    Ok(())
-}
-
-fn walk(dir: &Path, files: &mut Vec<PathBuf>, dirs: &mut Vec<PathBuf>) -> io::Result<()> {
-    dirs.push(dir.to_path_buf());
-    for entry in std::fs::read_dir(dir).map_err(|e| at(dir, e))? {
-        let entry = entry.map_err(|e| at(dir, e))?;
-        let path = entry.path();
-        if entry.file_type().map_err(|e| at(&path, e))?.is_dir() {
-            walk(&path, files, dirs)?;
-        } else {
-            files.push(path);
+    let root = open_top(path)?;
+    // Directories relative to `path` in preorder (every one after its
+    // parent), and each file as its directory's index and its name.
+    let mut dirs = vec![PathBuf::new()];
+    let mut files = Vec::new();
+    let mut i = 0;
+    while i < dirs.len() {
+        let rel = dirs[i].clone();
+        let dir = path.join(&rel);
+        for entry in std::fs::read_dir(&dir).map_err(|e| at(&dir, e))? {
+            let entry = entry.map_err(|e| at(&dir, e))?;
+            if entry
+                .file_type()
+                .map_err(|e| at(&entry.path(), e))?
+                .is_dir()
+            {
+                dirs.push(rel.join(entry.file_name()));
+            } else {
+                files.push((i, entry.file_name()));
+            }
         }
+        i += 1;
     }
-    Ok(())
+    unlink_all(path, &root, &dirs, &files)?;
+    for rel in dirs.iter().skip(1).rev() {
+        let parent = open_dir(path, &root, rel.parent().unwrap_or(Path::new("")))?;
+        let name = rel.file_name().unwrap_or_default();
+        rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR)
+            .map_err(|e| at(&path.join(rel), e.into()))?;
+    }
+    std::fs::remove_dir(path).map_err(|e| at(path, e))
 }
 
-fn unlink_all(files: &[PathBuf]) -> io::Result<()> {
+/// `top` itself, not followed if it is a link.
+fn open_top(top: &Path) -> io::Result<OwnedFd> {
+    rustix::fs::open(top, DIR_FLAGS, Mode::empty()).map_err(|e| at(top, e.into()))
+}
+
+/// The directory `rel` below `root` (`root` itself when empty), no link
+/// followed on the way. `top` is `root`'s path, for errors.
+fn open_dir(top: &Path, root: &OwnedFd, rel: &Path) -> io::Result<OwnedFd> {
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    openat2(
+        root,
+        rel,
+        DIR_FLAGS,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH,
+    )
+    .map_err(|e| at(&top.join(rel), e.into()))
+}
+
+const DIR_FLAGS: OFlags = OFlags::PATH
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+fn unlink_all(
+    top: &Path,
+    root: &OwnedFd,
+    dirs: &[PathBuf],
+    files: &[(usize, OsString)],
+) -> io::Result<()> {
     let next = AtomicUsize::new(0);
     let failed: Mutex<Option<io::Error>> = Mutex::new(None);
+    let unlink = |dir: usize, name: &OsString| -> io::Result<()> {
+        let fd;
+        let parent = if dir == 0 {
+            root
+        } else {
+            fd = open_dir(top, root, &dirs[dir])?;
+            &fd
+        };
+        rustix::fs::unlinkat(parent, name, AtFlags::empty())
+            .map_err(|e| at(&top.join(&dirs[dir]).join(name), e.into()))
+    };
     std::thread::scope(|s| {
         for _ in 0..THREADS.min(files.len()) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(file) = files.get(i) else { break };
-                if let Err(e) = std::fs::remove_file(file) {
+                let Some((dir, name)) = files.get(i) else {
+                    break;
+                };
+                if let Err(e) = unlink(*dir, name) {
                     failed
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(at(file, e));
+                        .get_or_insert(e);
                     // The others stop at their next file.
                     next.store(files.len(), Ordering::Relaxed);
                     break;
@@ -89,7 +149,7 @@ mod tests {
 
     #[test]
     fn removes_a_tree_and_never_follows_its_links() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
         let outside = d.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
         std::fs::write(outside.join("kept"), "x").unwrap();
@@ -112,8 +172,28 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_swapped_for_a_link_after_the_walk_is_not_gone_through() {
+        let d = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(outside.join("e")).unwrap();
+        std::fs::write(outside.join("e/f"), "kept").unwrap();
+        let t = d.path().join("tree");
+        std::fs::create_dir_all(t.join("d0/e")).unwrap();
+        std::fs::write(t.join("d0/e/f"), "x").unwrap();
+        // What the walk found; then d0 becomes a link to outside.
+        let dirs = [PathBuf::new(), PathBuf::from("d0"), PathBuf::from("d0/e")];
+        let files = [(2, OsString::from("f"))];
+        std::fs::rename(t.join("d0"), d.path().join("moved")).unwrap();
+        symlink(&outside, t.join("d0")).unwrap();
+        let root = open_top(&t).unwrap();
+        let e = unlink_all(&t, &root, &dirs, &files).unwrap_err();
+        assert!(e.to_string().contains("d0/e"), "{e}");
+        assert_eq!(std::fs::read(outside.join("e/f")).unwrap(), b"kept");
+    }
+
+    #[test]
     fn a_file_is_removed_and_a_failure_names_its_path() {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target")).unwrap();
         let f = d.path().join("file");
         std::fs::write(&f, "x").unwrap();
         remove_tree(&f).unwrap();
