@@ -203,7 +203,7 @@ impl Workdir {
             for entry in entries.flatten() {
                 if entry.file_name().to_string_lossy().starts_with("staging-") {
                     tracing::debug!("removing abandoned {}", entry.path().display());
-                    let _ = std::fs::remove_dir_all(entry.path());
+                    let _ = remove_tree(&entry.path());
                 }
             }
         }

@@ -102,32 +102,37 @@ fn unlink_all(
 ) -> io::Result<()> {
     let next = AtomicUsize::new(0);
     let failed: Mutex<Option<io::Error>> = Mutex::new(None);
-    let unlink = |dir: usize, name: &OsString| -> io::Result<()> {
-        let fd;
-        let parent = if dir == 0 {
-            root
-        } else {
-            fd = open_dir(top, root, &dirs[dir])?;
-            &fd
+    // `open`: a worker's last directory other than the top, kept open
+    // (a directory's files are consecutive in `files`).
+    let unlink = |open: &mut Option<(usize, OwnedFd)>, dir: usize, name: &OsString| {
+        if dir != 0 && open.as_ref().map(|(d, _)| *d) != Some(dir) {
+            *open = Some((dir, open_dir(top, root, &dirs[dir])?));
+        }
+        let parent = match open {
+            Some((d, fd)) if *d == dir => &*fd,
+            _ => root,
         };
         rustix::fs::unlinkat(parent, name, AtFlags::empty())
             .map_err(|e| at(&top.join(&dirs[dir]).join(name), e.into()))
     };
     std::thread::scope(|s| {
         for _ in 0..THREADS.min(files.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some((dir, name)) = files.get(i) else {
-                    break;
-                };
-                if let Err(e) = unlink(*dir, name) {
-                    failed
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .get_or_insert(e);
-                    // The others stop at their next file.
-                    next.store(files.len(), Ordering::Relaxed);
-                    break;
+            s.spawn(|| {
+                let mut open = None;
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((dir, name)) = files.get(i) else {
+                        break;
+                    };
+                    if let Err(e) = unlink(&mut open, *dir, name) {
+                        failed
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(e);
+                        // The others stop at their next file.
+                        next.store(files.len(), Ordering::Relaxed);
+                        break;
+                    }
                 }
             });
         }
