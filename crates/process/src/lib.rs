@@ -12,6 +12,7 @@
 //! ([`cpio`]) and deterministic parallel gzip ([`gzip`]).
 
 pub mod cpio;
+pub mod fanotify;
 pub mod gzip;
 pub mod progress;
 pub mod sandbox;

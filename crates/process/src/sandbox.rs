@@ -58,6 +58,14 @@ impl Sandbox {
         self
     }
 
+    /// bubblewrap writes what it knows of the sandbox (JSON, with
+    /// `child-pid`, the process whose root is the tree) to the inherited
+    /// descriptor `fd`, then closes it.
+    pub fn info_fd(mut self, fd: i32) -> Self {
+        self.push(&["--info-fd", &fd.to_string()]);
+        self
+    }
+
     fn push(&mut self, args: &[&str]) {
         self.mounts.extend(args.iter().map(Into::into));
     }

@@ -110,21 +110,17 @@ impl Generator {
         };
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs cache: miss: {why}");
         cache.ensure_dir()?;
-        let trace = tempfile::NamedTempFile::new_in(cache.dir())
-            .context("creating the generator's trace file")?;
-        sandbox::run_in_tree_traced(
+        let opened = crate::opened::run(
             root,
             layout,
             source_date_epoch,
             &env,
             &call.argv,
-            trace.path(),
+            cache.dir(),
         )
         .with_context(|| format!("generating the initramfs with {}", self.name))?;
         self.finish_image(call, &image, source_date_epoch)?;
-        let recorded = fs::read_to_string(trace.path())
-            .context("reading the generator's trace")
-            .and_then(|text| cache.record(&run, root, &names, &text));
+        let recorded = opened.and_then(|read| cache.record(&run, root, &names, &read));
         if let Err(e) = recorded {
             tracing::warn!("the initramfs is not cached: {e:#}");
         }

@@ -7,13 +7,14 @@
 //! function of what is outside the tree (the generator, its arguments,
 //! the kernel version, `SOURCE_DATE_EPOCH`, the sandbox's layout: the
 //! [`key`]) and of what it reads in the tree. What it reads is learned
-//! from the run itself: the run is traced (strace: every file opened or
-//! executed, by every process, with the path it has in the sandbox), and
+//! from the run itself (every file opened or executed, by every process,
+//! with the path it has in the sandbox: [`crate::opened`]), and
 //! an entry records each such file's content, mode and owner, plus its
 //! mtime where that can reach the image (files the image holds unchanged
 //! at the same path, the generator's own files: dracut clamps times
 //! against them). Files it rewrites (passwd, os-release) count by content
-//! only: their times are the build's, and the image's copy gets its own. What it only looks at without opening (a program's existence in
+//! only: their times are the build's, and the image's copy gets its own.
+//! What it only looks at without opening (a program's existence in
 //! `PATH`, a module directory's listing, a link's target) is covered by
 //! the tree's names: every path with its type, mode, owner, link target
 //! and whether it is empty, hashed.
@@ -263,10 +264,14 @@ impl Cache {
     }
 
     /// Records the image just made at its place in the tree at `root`,
-    /// from the trace of its run.
-    pub(crate) fn record(&self, run: &Run, root: &Path, names: &Names, trace: &str) -> Result<()> {
-        let program = run.call.argv.first().context("an empty command line")?;
-        let read = parse_trace(trace, program)?;
+    /// from what its run opened ([`crate::opened`]).
+    pub(crate) fn record(
+        &self,
+        run: &Run,
+        root: &Path,
+        names: &Names,
+        read: &BTreeMap<String, bool>,
+    ) -> Result<()> {
         let output = run.output();
         let host_output = run
             .layout
@@ -285,7 +290,7 @@ impl Cache {
         if !known {
             bail!("the image is compressed in a way strata does not read (only gzip)");
         }
-        let inputs = inputs(run, root, &read, &members, &output)?;
+        let inputs = inputs(run, root, read, &members, &output)?;
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let mode = fs::metadata(&host_output)?.permissions().mode() & 0o7777;
         let images = self.images();
@@ -598,126 +603,6 @@ fn interpreter(head: &[u8]) -> Option<String> {
     None
 }
 
-/// The files a run opened or executed, from strace's `-y` output: each
-/// path as the sandbox sees it, `true` when executed. Starts at the
-/// execution of `program` (what precedes it is bubblewrap setting the
-/// sandbox up, on the host). An error when the trace holds anything it
-/// cannot place (an escaped path, an `execveat`, a relative execution):
-/// an entry must not miss an input.
-fn parse_trace(text: &str, program: &str) -> Result<BTreeMap<String, bool>> {
-    let start = format!("execve(\"{program}\",");
-    let mut lines = text.lines();
-    lines
-        .by_ref()
-        .find(|l| pid_stripped(l).starts_with(&start))
-        .with_context(|| format!("the trace shows no execution of {program}"))?;
-    let mut read = BTreeMap::new();
-    read.insert(program.to_string(), true);
-    for line in lines {
-        let call = pid_stripped(line);
-        if call.starts_with("execveat(") {
-            bail!("the trace has an execveat: {line}");
-        }
-        if let Some(rest) = call.strip_prefix("execve(\"") {
-            let path = unescape(quoted(rest))
-                .filter(|p| p.starts_with('/'))
-                .with_context(|| {
-                    format!("the trace has an execution strata cannot place: {line}")
-                })?;
-            read.insert(path, true);
-            continue;
-        }
-        // `… = 3</usr/lib64/libc.so.6>`, possibly on a resumed line.
-        let Some(path) = opened_path(line.trim_end()) else {
-            continue;
-        };
-        // Pipes, sockets and anonymous inodes (`pipe:[1520717]`) are no
-        // files; deleted files were the run's own scratch.
-        if !path.starts_with('/') || path.ends_with(" (deleted)") {
-            continue;
-        }
-        let path = unescape(path)
-            .with_context(|| format!("the trace has a path strata cannot place: {line}"))?;
-        read.entry(path).or_insert(false);
-    }
-    Ok(read)
-}
-
-/// The text of a C string strace printed, up to its closing quote
-/// (`rest` starts after the opening one).
-fn quoted(rest: &str) -> &str {
-    let mut escaped = false;
-    for (i, c) in rest.char_indices() {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '"' => return &rest[..i],
-            _ => {}
-        }
-    }
-    rest
-}
-
-/// A string as strace escapes it (`\\`, `\"`, `\n`…, `\ooo`, `\xhh`),
-/// unescaped; `None` when it is not UTF-8 or an escape is unknown.
-fn unescape(s: &str) -> Option<String> {
-    if !s.contains('\\') {
-        return Some(s.to_string());
-    }
-    let mut out = Vec::new();
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'\\' {
-            out.push(bytes[i]);
-            i += 1;
-            continue;
-        }
-        let c = *bytes.get(i + 1)?;
-        i += 2;
-        match c {
-            b'\\' | b'"' | b'\'' | b'<' | b'>' => out.push(c),
-            b'n' => out.push(b'\n'),
-            b't' => out.push(b'\t'),
-            b'r' => out.push(b'\r'),
-            b'v' => out.push(0x0b),
-            b'f' => out.push(0x0c),
-            b'x' => {
-                let hex = s.get(i..i + 2)?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
-                i += 2;
-            }
-            b'0'..=b'7' => {
-                let mut v = u32::from(c - b'0');
-                let mut n = 1;
-                while n < 3 && i < bytes.len() && (b'0'..=b'7').contains(&bytes[i]) {
-                    v = v * 8 + u32::from(bytes[i] - b'0');
-                    i += 1;
-                    n += 1;
-                }
-                out.push(u8::try_from(v).ok()?);
-            }
-            _ => return None,
-        }
-    }
-    String::from_utf8(out).ok()
-}
-
-/// A trace line without its leading process id.
-fn pid_stripped(line: &str) -> &str {
-    line.trim_start_matches(|c: char| c.is_ascii_digit())
-        .trim_start()
-}
-
-/// The path of the descriptor a call returned: `= N<path>` at the end.
-fn opened_path(line: &str) -> Option<&str> {
-    let body = line.strip_suffix('>')?;
-    let (before, path) = body.rsplit_once("= ")?;
-    let _ = before;
-    let (fd, path) = path.split_once('<')?;
-    fd.chars().all(|c| c.is_ascii_digit()).then_some(path)
-}
-
 /// Drops all but the newest [`KEPT_PER_KEY`] entries of each key, then
 /// the stored images no entry names; returns how many files went and
 /// their bytes.
@@ -781,20 +666,6 @@ pub fn prune(dir: &Path) -> Result<(usize, u64)> {
 mod tests {
     use super::*;
 
-    const TRACE: &str = r#"802   execve("/usr/bin/bwrap", ["bwrap"], 0x7ffc /* 35 vars */) = 0
-802   openat(AT_FDCWD</work>, "/etc/ld.so.cache", O_RDONLY|O_CLOEXEC) = 3</etc/ld.so.cache>
-803   execve("/usr/bin/dracut", ["/usr/bin/dracut", "-f"], 0x5618 /* 6 vars */) = 0
-803   openat(AT_FDCWD</>, "/lib/x86_64-linux-gnu/libtinfo.so.6", O_RDONLY|O_CLOEXEC) = 3</usr/lib64/libtinfo.so.6.4>
-2877  openat(AT_FDCWD</>, "/lib/x86_64-linux-gnu/libattr.so.1", O_RDONLY|O_CLOEXEC <unfinished ...>
-)                                       = 4</usr/lib64/libattr.so.1.1.2501>
-2841  --- SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED, si_pid=2842} ---
-2842  execve("/usr/bin/readlink", ["readlink", "-f", "/usr/bin/dracut"], 0x55f8 /* 8 vars */) = 0
-2843  openat(3</var/tmp/dracut.X>, "initramfs", O_RDONLY|O_DIRECTORY) = 4</var/tmp/dracut.X/initramfs>
-2844  openat(AT_FDCWD</>, "/var/tmp/x", O_RDONLY) = 5</var/tmp/x (deleted)>
-2845  openat(AT_FDCWD</>, "/dev/fd/63", O_RDONLY) = 3<pipe:[1520717]>
-2845  +++ exited with 0 +++
-"#;
-
     #[test]
     fn an_entry_whose_image_is_not_a_digest_is_a_miss_that_touches_nothing() {
         let t = tempfile::tempdir().unwrap();
@@ -813,54 +684,6 @@ mod tests {
         assert!(why.unwrap().contains("not a sha256"));
         assert_eq!(fs::read_to_string(&victim).unwrap(), "keep");
         assert_eq!(fs::read_to_string(&output).unwrap(), "old");
-    }
-
-    #[test]
-    fn a_trace_names_what_was_read_and_executed_after_the_program_started() {
-        let read = parse_trace(TRACE, "/usr/bin/dracut").unwrap();
-        let want: BTreeMap<String, bool> = [
-            ("/usr/bin/dracut", true),
-            ("/usr/lib64/libtinfo.so.6.4", false),
-            ("/usr/lib64/libattr.so.1.1.2501", false),
-            ("/usr/bin/readlink", true),
-            ("/var/tmp/dracut.X/initramfs", false),
-        ]
-        .into_iter()
-        .map(|(p, x)| (p.to_string(), x))
-        .collect();
-        assert_eq!(read, want);
-        assert!(parse_trace(TRACE, "/usr/bin/mkinitrd").is_err());
-    }
-
-    #[test]
-    fn a_trace_with_paths_it_cannot_place_is_refused() {
-        for bad in [
-            "9 openat(AT_FDCWD</>, \"x\", O_RDONLY) = 3</usr/lib/a\\qb>",
-            "9 execve(\"./run\", [\"run\"], 0x1 /* 1 var */) = 0",
-            "9 execveat(3</usr/bin>, \"x\", [], 0x1, 0) = 0",
-        ] {
-            let trace = format!("1 execve(\"/usr/bin/dracut\", [], 0x1) = 0\n{bad}\n");
-            assert!(parse_trace(&trace, "/usr/bin/dracut").is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn escaped_paths_are_read_as_the_bytes_they_name() {
-        let trace = "1 execve(\"/usr/bin/dracut\", [], 0x1) = 0\n\
-            2 openat(AT_FDCWD</>, \"u\", O_RDONLY) = 3</usr/lib/systemd/system/a\\x2db.slice>\n\
-            2 openat(AT_FDCWD</>, \"u\", O_RDONLY) = 3</usr/lib/a\\\\b\\076>\n\
-            3 execve(\"/usr/bin/a\\\"b\", [], 0x1) = 0\n";
-        let read = parse_trace(trace, "/usr/bin/dracut").unwrap();
-        let paths: Vec<&str> = read.keys().map(String::as_str).collect();
-        assert_eq!(
-            paths,
-            [
-                "/usr/bin/a\"b",
-                "/usr/bin/dracut",
-                "/usr/lib/a\\b>",
-                "/usr/lib/systemd/system/a-b.slice"
-            ]
-        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod files;
 pub mod initramfs;
 pub mod initramfs_cache;
 pub mod inputs;
+mod opened;
 pub mod passwd;
 pub mod policy;
 pub mod sandbox;

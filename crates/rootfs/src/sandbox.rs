@@ -7,8 +7,6 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use std::process::Command;
-
 use anyhow::{Context, Result};
 use strata_process::sandbox::Sandbox;
 
@@ -56,7 +54,7 @@ impl Layout {
 }
 
 /// The sandbox of a program in the tree.
-fn sandbox(root: &Path, source_date_epoch: u64, layout: &Layout) -> Sandbox {
+pub(crate) fn sandbox(root: &Path, source_date_epoch: u64, layout: &Layout) -> Sandbox {
     let mut s = Sandbox::new(root, source_date_epoch);
     if layout.etc_in_usr_etc {
         s = s.bind(&root.join("usr/etc"), "/etc");
@@ -82,48 +80,6 @@ pub fn run_in_tree(
         s = s.setenv(k, v);
     }
     let mut cmd = s.command(argv);
-    strata_process::run(&mut cmd)?;
-    Ok(())
-}
-
-/// Runs `argv` as [`run_in_tree`] does, under strace, which writes to
-/// `trace` every file the program and its children opened or executed,
-/// with the path each opened file has in the sandbox (`strace -y`).
-pub fn run_in_tree_traced(
-    root: &Path,
-    layout: &Layout,
-    source_date_epoch: u64,
-    env: &[(&str, &str)],
-    argv: &[String],
-    trace: &Path,
-) -> Result<()> {
-    strata_process::require("bwrap")?;
-    strata_process::require("strace")?;
-    let mut s = sandbox(root, source_date_epoch, layout);
-    for (k, v) in env {
-        s = s.setenv(k, v);
-    }
-    let bwrap = s.command(argv);
-    let mut cmd = Command::new("strace");
-    // Only the traced calls stop the program (seccomp), and only
-    // successful ones are written: a failed open reads nothing.
-    cmd.args([
-        "-f",
-        "-qq",
-        "-y",
-        "--seccomp-bpf",
-        "-e",
-        "status=successful",
-    ])
-    .args([
-        "-e",
-        "trace=open,openat,openat2,creat,execve,execveat",
-        "-o",
-    ])
-    .arg(trace)
-    .arg("--")
-    .arg(bwrap.get_program())
-    .args(bwrap.get_args());
     strata_process::run(&mut cmd)?;
     Ok(())
 }
