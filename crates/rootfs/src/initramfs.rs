@@ -119,7 +119,9 @@ impl Generator {
             cache.dir(),
         )
         .with_context(|| format!("generating the initramfs with {}", self.name))?;
+        tracing::debug!(elapsed = ?started.elapsed(), "initramfs: {} ran", self.name);
         self.finish_image(call, &image, source_date_epoch)?;
+        tracing::debug!(elapsed = ?started.elapsed(), "initramfs: the image is complete");
         let recorded = opened.and_then(|read| cache.record(&run, root, &names, &read));
         if let Err(e) = recorded {
             tracing::warn!("the initramfs is not cached: {e:#}");
