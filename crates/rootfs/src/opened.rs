@@ -104,11 +104,9 @@ fn run_watched(
     );
     let mut wrapped = ["/bin/sh", "-c", &wrapper, "sh"].map(String::from).to_vec();
     wrapped.extend(argv.iter().cloned());
-    let mut s = sandbox::sandbox(root, source_date_epoch, layout).info_fd(info_w.as_raw_fd());
-    for (k, v) in env {
-        s = s.setenv(k, v);
-    }
-    let mut cmd = s.command(&wrapped);
+    let mut cmd = sandbox::sandbox(root, source_date_epoch, layout, env)
+        .info_fd(info_w.as_raw_fd())
+        .command(&wrapped);
     // The child's ends are inherited: bubblewrap and the shell use them.
     for end in [&info_w as &dyn std::os::fd::AsFd, &ready_w, &go_r] {
         rustix::io::fcntl_setfd(end, rustix::io::FdFlags::empty())
@@ -215,11 +213,7 @@ fn run_traced(
     strata_process::require("strace")?;
     let program = argv.first().context("an empty command line")?;
     let trace = tempfile::NamedTempFile::new_in(scratch).context("creating a trace file")?;
-    let mut s = sandbox::sandbox(root, source_date_epoch, layout);
-    for (k, v) in env {
-        s = s.setenv(k, v);
-    }
-    let bwrap = s.command(argv);
+    let bwrap = sandbox::sandbox(root, source_date_epoch, layout, env).command(argv);
     let mut cmd = Command::new("strace");
     // Only the traced calls stop the program (seccomp), and only
     // successful ones are written: a failed open reads nothing.

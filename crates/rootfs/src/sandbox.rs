@@ -53,9 +53,17 @@ impl Layout {
     }
 }
 
-/// The sandbox of a program in the tree.
-pub(crate) fn sandbox(root: &Path, source_date_epoch: u64, layout: &Layout) -> Sandbox {
+/// The sandbox of a program in the tree, with `env` in its environment.
+pub(crate) fn sandbox(
+    root: &Path,
+    source_date_epoch: u64,
+    layout: &Layout,
+    env: &[(&str, &str)],
+) -> Sandbox {
     let mut s = Sandbox::new(root, source_date_epoch);
+    for (k, v) in env {
+        s = s.setenv(k, v);
+    }
     if layout.etc_in_usr_etc {
         s = s.bind(&root.join("usr/etc"), "/etc");
     }
@@ -75,11 +83,7 @@ pub fn run_in_tree(
     argv: &[String],
 ) -> Result<()> {
     strata_process::require("bwrap")?;
-    let mut s = sandbox(root, source_date_epoch, layout);
-    for (k, v) in env {
-        s = s.setenv(k, v);
-    }
-    let mut cmd = s.command(argv);
+    let mut cmd = sandbox(root, source_date_epoch, layout, env).command(argv);
     strata_process::run(&mut cmd)?;
     Ok(())
 }
@@ -89,7 +93,7 @@ pub fn run_in_tree(
 pub fn run_script(root: &Path, source_date_epoch: u64, index: usize, script: &str) -> Result<()> {
     strata_process::require("bwrap")?;
     let argv = ["/bin/sh", "-c", script].map(String::from);
-    let mut cmd = sandbox(root, source_date_epoch, &Layout::default()).command(&argv);
+    let mut cmd = sandbox(root, source_date_epoch, &Layout::default(), &[]).command(&argv);
     strata_process::run(&mut cmd).with_context(|| format!("postprocess[{index}] failed"))?;
     Ok(())
 }
