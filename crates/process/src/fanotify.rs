@@ -6,8 +6,10 @@
 //! `/etc`: only what goes through that very mount is reported, so the
 //! sandbox's processes and no other. Each mount gets its own fanotify
 //! group, so every report says which mount it came through. The kernel
-//! opens each reported file for the reader; its path, read back, is the
-//! path inside the mount (from the mount's root), symlinks resolved.
+//! opens each reported file for the reader; its path, read back, has
+//! symlinks resolved and starts at the mount's root once the mount's
+//! namespace is gone, at the namespace's root while it lives: callers
+//! place it themselves.
 //!
 //! Watching mounts needs `CAP_SYS_ADMIN` in the initial user namespace:
 //! [`MountWatch::new`] says `None` when this process lacks it.
@@ -21,8 +23,14 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 
 /// How many bytes of reports are read at once: each report read comes
-/// with a file descriptor, so this keeps the open ones to a few hundred.
-const READ_SIZE: usize = 8192;
+/// with a file descriptor, so this keeps the open ones to 64 (a kernel
+/// without `FAN_REPORT_FD_ERROR` drops a report whose descriptor it
+/// cannot open).
+const READ_SIZE: usize = 64 * std::mem::size_of::<libc::fanotify_event_metadata>();
+
+/// Reports carry the error instead of being dropped when the kernel
+/// cannot open their file (Linux 6.13).
+const FAN_REPORT_FD_ERROR: libc::c_uint = 0x0000_2000;
 
 /// Watches for opens and executions through some mounts.
 #[derive(Debug)]
@@ -36,8 +44,9 @@ pub struct MountWatch {
 pub struct Opened<'a> {
     /// Which of the marked mounts (in [`MountWatch::mark`]'s order).
     pub mount: usize,
-    /// The file's path from the mount's root, starting with `/` (`/`
-    /// itself for a file that is the mount's root), symlinks resolved.
+    /// The file's path, symlinks resolved: from the mount's root (`/` for
+    /// a file that is the mount's root) or, while the mount's namespace
+    /// lives, from that namespace's root.
     pub path: OsString,
     /// Whether it was opened to be executed (a program, or the loader or
     /// interpreter the kernel loaded for one).
@@ -47,17 +56,14 @@ pub struct Opened<'a> {
 }
 
 impl MountWatch {
-    /// A watch of nothing yet; `None` when this process may not watch
-    /// mounts (it is not root in the initial user namespace).
-    pub fn new() -> io::Result<Option<Self>> {
-        match group() {
-            Ok(fd) => Ok(Some(Self {
-                groups: vec![fd],
-                marks: 0,
-            })),
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Ok(None),
-            Err(e) => Err(e),
-        }
+    /// A watch of nothing yet. An error when this process may not watch
+    /// mounts (`EPERM`: it is not root in the initial user namespace) or
+    /// the kernel has no fanotify.
+    pub fn new() -> io::Result<Self> {
+        Ok(Self {
+            groups: vec![group()?],
+            marks: 0,
+        })
     }
 
     /// Watches the mount `path` is in (the mount itself, not the mounts
@@ -120,7 +126,12 @@ impl MountWatch {
                         );
                         continue;
                     }
-                    let Some(file) = file else { continue };
+                    let Some(file) = file else {
+                        failed = Some(
+                            io::Error::other("the kernel could not open a reported file").into(),
+                        );
+                        continue;
+                    };
                     let path = rustix::fs::readlinkat(
                         rustix::fs::CWD,
                         format!("/proc/self/fd/{}", file.as_raw_fd()),
@@ -146,13 +157,19 @@ impl MountWatch {
     }
 }
 
-/// A new fanotify group that reports opens without blocking anyone.
+/// A new fanotify group that reports opens without blocking anyone,
+/// with the error in place of a file the kernel could not open where the
+/// kernel can say so.
 fn group() -> io::Result<OwnedFd> {
     let flags =
         libc::FAN_CLASS_NOTIF | libc::FAN_CLOEXEC | libc::FAN_NONBLOCK | libc::FAN_UNLIMITED_QUEUE;
     let event_flags = (libc::O_RDONLY | libc::O_LARGEFILE | libc::O_CLOEXEC) as libc::c_uint;
     // SAFETY: plain flags; the result is checked before use.
-    let fd = unsafe { libc::fanotify_init(flags, event_flags) };
+    let mut fd = unsafe { libc::fanotify_init(flags | FAN_REPORT_FD_ERROR, event_flags) };
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // SAFETY: as above.
+        fd = unsafe { libc::fanotify_init(flags, event_flags) };
+    }
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -161,7 +178,8 @@ fn group() -> io::Result<OwnedFd> {
 }
 
 /// The reports in `buf`: each one's mask, with its file (owned from here
-/// on) unless the report has none.
+/// on), or `None` where the kernel gave none (an overflow, or the error
+/// opening it).
 fn parse(buf: &[u8]) -> io::Result<Vec<(u64, Option<OwnedFd>)>> {
     const META: usize = std::mem::size_of::<libc::fanotify_event_metadata>();
     let mut out = Vec::new();

@@ -13,6 +13,7 @@
 
 pub mod cpio;
 pub mod fanotify;
+pub mod fds;
 pub mod gzip;
 pub mod progress;
 pub mod sandbox;

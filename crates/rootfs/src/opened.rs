@@ -64,25 +64,20 @@ fn run_with(
             .host_path(root, "/bin/sh")
             .is_some_and(|sh| crate::initramfs_cache::open_input(root, &sh).is_ok());
     if shell {
-        if let Some(watch) = MountWatch::new().context("starting to watch the sandbox's mounts")? {
-            return run_watched(root, layout, source_date_epoch, env, argv, watch);
+        match MountWatch::new() {
+            Ok(watch) => return run_watched(root, layout, source_date_epoch, env, argv, watch),
+            Err(e) => tracing::debug!("recording through strace: no fanotify ({e})"),
         }
     }
     run_traced(root, layout, source_date_epoch, env, argv, scratch)
 }
 
-/// The mounts of the tree in the sandbox `layout` makes, by where they
-/// are in it.
-fn mount_points(layout: &Layout) -> Vec<&'static str> {
-    let mut mounts = vec!["/"];
-    if layout.etc_in_usr_etc {
-        mounts.push("/etc");
-    }
-    if layout.os_release.is_some() {
-        mounts.push("/usr/lib/os-release");
-    }
-    mounts
-}
+/// The descriptors the sandbox's shell and bubblewrap use: the shell says
+/// it is ready on one, waits on the other, and closes both before it
+/// becomes the program; bubblewrap writes its info on the third.
+const READY_FD: i32 = 5;
+const GO_FD: i32 = 6;
+const INFO_FD: i32 = 7;
 
 fn run_watched(
     root: &Path,
@@ -96,26 +91,30 @@ fn run_watched(
     let (info_r, info_w) = std::io::pipe().context("creating a pipe")?;
     let (ready_r, ready_w) = std::io::pipe().context("creating a pipe")?;
     let (go_r, go_w) = std::io::pipe().context("creating a pipe")?;
-    // By /proc: a POSIX shell need not redirect descriptors above 9.
+    // Each step only after the one before it worked: a shell that cannot
+    // say it is ready must not wait. What the shell itself sets in the
+    // environment (PWD, and SHLVL in bash) is not passed on.
     let wrapper = format!(
-        "printf x >/proc/self/fd/{}; read -r _ </proc/self/fd/{}; exec \"$@\"",
-        ready_w.as_raw_fd(),
-        go_r.as_raw_fd()
+        "echo >&{READY_FD} && read -r _ <&{GO_FD} && unset PWD SHLVL && \
+         exec \"$@\" {READY_FD}>&- {GO_FD}>&- {INFO_FD}>&-"
     );
     let mut wrapped = ["/bin/sh", "-c", &wrapper, "sh"].map(String::from).to_vec();
     wrapped.extend(argv.iter().cloned());
     let mut cmd = sandbox::sandbox(root, source_date_epoch, layout, env)
-        .info_fd(info_w.as_raw_fd())
+        .info_fd(INFO_FD)
         .command(&wrapped);
-    // The child's ends are inherited: bubblewrap and the shell use them.
-    for end in [&info_w as &dyn std::os::fd::AsFd, &ready_w, &go_r] {
-        rustix::io::fcntl_setfd(end, rustix::io::FdFlags::empty())
-            .context("passing a pipe to the sandbox")?;
-    }
+    strata_process::fds::inherit(
+        &mut cmd,
+        &[
+            (ready_w.as_raw_fd(), READY_FD),
+            (go_r.as_raw_fd(), GO_FD),
+            (info_w.as_raw_fd(), INFO_FD),
+        ],
+    );
     let mut marked = Err(anyhow::anyhow!("the sandbox did not start"));
     let ran = strata_process::run_started(&mut cmd, None, |_| {
         drop((info_w, ready_w, go_r));
-        marked = mark(&mut watch, info_r, ready_r, &mount_points(layout));
+        marked = mark(&mut watch, info_r, ready_r);
         // Whatever the marking gave, the program goes on; a sandbox that
         // ended early says why in its own status.
         let _ = (&go_w).write_all(b"\n");
@@ -123,18 +122,20 @@ fn run_watched(
         Ok(())
     });
     ran?;
-    Ok(marked.and_then(|()| collect(&watch, root, layout, program)))
+    Ok(marked.and_then(|mounts| collect(&watch, &mounts, root, layout, program)))
 }
 
-/// Watches the sandbox's mounts of the tree once its shell says it is
-/// ready: bubblewrap names the process (`child-pid` on `info`), whose
-/// root is the tree.
+/// Watches every mount of the sandbox but its own `/dev`, `/proc` and
+/// `/tmp` (the tree and whatever is mounted in it: the layout's mounts,
+/// and any mount below the tree, which bubblewrap binds along) once its
+/// shell says it is ready. bubblewrap names the process (`child-pid` on
+/// `info`) whose root and mount table are the sandbox's. Returns where
+/// each watched mount is in the sandbox, in [`MountWatch::mark`]'s order.
 fn mark(
     watch: &mut MountWatch,
     mut info: std::io::PipeReader,
     mut ready: std::io::PipeReader,
-    mounts: &[&str],
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let mut text = Vec::new();
     let value: serde_json::Value = loop {
         let mut buf = [0u8; 512];
@@ -154,19 +155,51 @@ fn mark(
     if ready.read(&mut byte).context("waiting for the sandbox")? == 0 {
         bail!("the sandbox ended before its program started");
     }
-    for mount in mounts {
-        let at = format!("/proc/{pid}/root{}", mount.trim_end_matches('/'));
+    let table = fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .context("reading the sandbox's mounts")?;
+    let mut mounts = Vec::new();
+    for point in mount_points(&table)? {
+        let own = ["/dev", "/proc", "/tmp"]
+            .iter()
+            .any(|m| point == *m || point.starts_with(&format!("{m}/")));
+        if own || mounts.contains(&point) {
+            continue;
+        }
+        let at = format!("/proc/{pid}/root{}", point.trim_end_matches('/'));
         watch
             .mark(Path::new(&at))
-            .with_context(|| format!("watching the sandbox's {mount}"))?;
+            .with_context(|| format!("watching the sandbox's {point}"))?;
+        mounts.push(point);
     }
-    Ok(())
+    Ok(mounts)
+}
+
+/// The mount points of a mount table (`/proc/<pid>/mountinfo`'s fifth
+/// field, octal escapes undone), in its order.
+fn mount_points(table: &str) -> Result<Vec<String>> {
+    table
+        .lines()
+        .map(|line| {
+            let field = line
+                .split(' ')
+                .nth(4)
+                .with_context(|| format!("a mount table line strata cannot read: {line}"))?;
+            unescape(field).with_context(|| format!("a mount point strata cannot place: {field}"))
+        })
+        .collect()
 }
 
 /// What the watch saw, by the paths in the sandbox, each checked to be
-/// the file the tree has there.
-fn collect(watch: &MountWatch, root: &Path, layout: &Layout, program: &str) -> Result<Opened> {
-    let mounts = mount_points(layout);
+/// the file the tree has there. A reported path starts at its mount's
+/// root, or at the sandbox's root while a process of the sandbox still
+/// lives: the one that leads to the very file opened is taken.
+fn collect(
+    watch: &MountWatch,
+    mounts: &[String],
+    root: &Path,
+    layout: &Layout,
+    program: &str,
+) -> Result<Opened> {
     let mut read = Opened::new();
     read.insert(program.to_string(), true);
     watch.drain(|o| -> Result<()> {
@@ -179,21 +212,25 @@ fn collect(watch: &MountWatch, root: &Path, layout: &Layout, program: &str) -> R
             .path
             .to_str()
             .with_context(|| format!("a path strata cannot place: {:?}", o.path))?;
-        let mount = mounts[o.mount];
-        let path = match (mount, rel) {
+        let mount = mounts[o.mount].as_str();
+        let below = match (mount, rel) {
             ("/", _) => rel.to_string(),
             (_, "/") => mount.to_string(),
             _ => format!("{mount}{rel}"),
         };
-        let host = layout
-            .host_path(root, &path)
-            .with_context(|| format!("a path strata cannot place: {path}"))?;
-        let there =
-            rustix::fs::lstat(&host).with_context(|| format!("reading {}", host.display()))?;
-        if (there.st_dev, there.st_ino) != (opened.st_dev, opened.st_ino) {
-            bail!("the file opened at {path} is not the one the tree has there");
-        }
-        *read.entry(path).or_insert(false) |= o.executed;
+        let is_it = |path: &str| {
+            layout.host_path(root, path).is_some_and(|host| {
+                rustix::fs::lstat(&host)
+                    .is_ok_and(|m| (m.st_dev, m.st_ino) == (opened.st_dev, opened.st_ino))
+            })
+        };
+        let path = [below.as_str(), rel]
+            .into_iter()
+            .find(|p| is_it(p))
+            .with_context(|| {
+                format!("the file opened at {rel} on the sandbox's {mount} is not in the tree")
+            })?;
+        *read.entry(path.to_string()).or_insert(false) |= o.executed;
         Ok(())
     })?;
     Ok(read)
@@ -382,6 +419,7 @@ mod tests {
             ("/usr/bin/dash", "usr/bin/dash"),
             ("/usr/bin/cat", "usr/bin/cat"),
             ("/usr/bin/rm", "usr/bin/rm"),
+            ("/usr/bin/sleep", "usr/bin/sleep"),
             (
                 "/usr/lib/x86_64-linux-gnu/libc.so.6",
                 "usr/lib/x86_64-linux-gnu/libc.so.6",
@@ -418,9 +456,18 @@ mod tests {
             etc_in_usr_etc: true,
             os_release: Some(os_release),
         };
-        let script =
-            "cat /etc/passwd /usr/lib/os-release /usr/share/data /usr/share/gone >/dev/null \
-            && echo x >/usr/share/gone && rm /usr/share/gone";
+        // A mount below the tree, which the sandbox binds along.
+        let sub = root.join("usr/share/sub");
+        fs::create_dir_all(&sub).unwrap();
+        strata_process::run(Command::new("mount").args(["-t", "tmpfs", "sub"]).arg(&sub)).unwrap();
+        let _unmount = Unmount(sub.clone());
+        fs::write(sub.join("in"), "below").unwrap();
+        // The last line leaves a process of the sandbox running on its
+        // own after the program ends: the sandbox's mounts stay.
+        let script = "cat /etc/passwd /usr/lib/os-release /usr/share/data /usr/share/gone \
+            /usr/share/sub/in >/dev/null \
+            && echo x >/usr/share/gone && rm /usr/share/gone \
+            && { sleep 2 </dev/null >/dev/null 2>&1 & }";
         let argv = ["/usr/bin/sh", "-c", script].map(String::from);
         let scratch = PathBuf::from(t.path());
         for watch in [true, false] {
@@ -436,6 +483,7 @@ mod tests {
                 ("/etc/passwd", false),
                 ("/usr/lib/os-release", false),
                 ("/usr/share/data", false),
+                ("/usr/share/sub/in", false),
             ] {
                 assert_eq!(read.get(path), Some(&executed), "{how}: {path} in {read:?}");
             }
@@ -455,6 +503,27 @@ mod tests {
                     assert_eq!(read.get(path), Some(&true), "{path} in {read:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn mount_points_are_read_from_the_mount_table() {
+        let table = "72 47 254:0 /w/root / rw,relatime - ext4 /dev/vda rw\n\
+            85 72 254:0 /w/root/usr/etc /etc rw,relatime - ext4 /dev/vda rw\n\
+            86 72 0:44 / /usr/share/a\\040b rw - tmpfs tmpfs rw\n";
+        assert_eq!(
+            mount_points(table).unwrap(),
+            ["/", "/etc", "/usr/share/a b"]
+        );
+        assert!(mount_points("72 47 254:0\n").is_err());
+    }
+
+    /// Unmounts its path when dropped.
+    struct Unmount(PathBuf);
+
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("--lazy").arg(&self.0).status();
         }
     }
 
