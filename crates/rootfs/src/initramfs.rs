@@ -110,15 +110,15 @@ impl Generator {
         };
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs cache: miss: {why}");
         cache.ensure_dir()?;
-        let opened = crate::opened::run(
+        let program = crate::opened::Program {
             root,
             layout,
             source_date_epoch,
-            &env,
-            &call.argv,
-            cache.dir(),
-        )
-        .with_context(|| format!("generating the initramfs with {}", self.name))?;
+            env: &env,
+            argv: &call.argv,
+        };
+        let opened = crate::opened::run(&program, cache.dir())
+            .with_context(|| format!("generating the initramfs with {}", self.name))?;
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs: {} ran", self.name);
         self.finish_image(call, &image, source_date_epoch)?;
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs: the image is complete");

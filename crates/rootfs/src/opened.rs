@@ -33,43 +33,45 @@ use crate::sandbox::{self, Layout};
 /// executed.
 pub(crate) type Opened = BTreeMap<String, bool>;
 
-/// Runs `argv` as [`sandbox::run_in_tree`] does and learns what it opened.
+/// A program to run in the tree at `root`, laid out as `layout` says,
+/// with `SOURCE_DATE_EPOCH` and `env` in its environment.
+pub(crate) struct Program<'a> {
+    pub(crate) root: &'a Path,
+    pub(crate) layout: &'a Layout,
+    pub(crate) source_date_epoch: u64,
+    pub(crate) env: &'a [(&'a str, &'a str)],
+    pub(crate) argv: &'a [String],
+}
+
+impl Program<'_> {
+    /// The sandbox the program runs in.
+    fn sandbox(&self) -> strata_process::sandbox::Sandbox {
+        sandbox::sandbox(self.root, self.source_date_epoch, self.layout, self.env)
+    }
+}
+
+/// Runs `p` as [`sandbox::run_in_tree`] does and learns what it opened.
 /// The outer error is the program's (it failed or could not start); the
 /// inner one says why what it opened is not known although it ran.
 /// `scratch` is a directory for strace's output.
-pub(crate) fn run(
-    root: &Path,
-    layout: &Layout,
-    source_date_epoch: u64,
-    env: &[(&str, &str)],
-    argv: &[String],
-    scratch: &Path,
-) -> Result<Result<Opened>> {
+pub(crate) fn run(p: &Program, scratch: &Path) -> Result<Result<Opened>> {
     strata_process::require("bwrap")?;
-    run_with(root, layout, source_date_epoch, env, argv, scratch, true)
+    run_with(p, scratch, true)
 }
 
 /// [`run`], with the kernel's reports only when `watch` allows them.
-fn run_with(
-    root: &Path,
-    layout: &Layout,
-    source_date_epoch: u64,
-    env: &[(&str, &str)],
-    argv: &[String],
-    scratch: &Path,
-    watch: bool,
-) -> Result<Result<Opened>> {
+fn run_with(p: &Program, scratch: &Path, watch: bool) -> Result<Result<Opened>> {
     let shell = watch
-        && layout
-            .host_path(root, "/bin/sh")
-            .is_some_and(|sh| crate::initramfs_cache::open_input(root, &sh).is_ok());
+        && p.layout
+            .host_path(p.root, "/bin/sh")
+            .is_some_and(|sh| crate::initramfs_cache::open_input(p.root, &sh).is_ok());
     if shell {
         match MountWatch::new() {
-            Ok(watch) => return run_watched(root, layout, source_date_epoch, env, argv, watch),
+            Ok(watch) => return run_watched(p, watch),
             Err(e) => tracing::debug!("recording through strace: no fanotify ({e})"),
         }
     }
-    run_traced(root, layout, source_date_epoch, env, argv, scratch)
+    run_traced(p, scratch)
 }
 
 /// The descriptors the sandbox's shell and bubblewrap use: the shell says
@@ -79,15 +81,8 @@ const READY_FD: i32 = 5;
 const GO_FD: i32 = 6;
 const INFO_FD: i32 = 7;
 
-fn run_watched(
-    root: &Path,
-    layout: &Layout,
-    source_date_epoch: u64,
-    env: &[(&str, &str)],
-    argv: &[String],
-    mut watch: MountWatch,
-) -> Result<Result<Opened>> {
-    let program = argv.first().context("an empty command line")?;
+fn run_watched(p: &Program, mut watch: MountWatch) -> Result<Result<Opened>> {
+    let program = p.argv.first().context("an empty command line")?;
     let (info_r, info_w) = std::io::pipe().context("creating a pipe")?;
     let (ready_r, ready_w) = std::io::pipe().context("creating a pipe")?;
     let (go_r, go_w) = std::io::pipe().context("creating a pipe")?;
@@ -99,10 +94,8 @@ fn run_watched(
          exec \"$@\" {READY_FD}>&- {GO_FD}>&- {INFO_FD}>&-"
     );
     let mut wrapped = ["/bin/sh", "-c", &wrapper, "sh"].map(String::from).to_vec();
-    wrapped.extend(argv.iter().cloned());
-    let mut cmd = sandbox::sandbox(root, source_date_epoch, layout, env)
-        .info_fd(INFO_FD)
-        .command(&wrapped);
+    wrapped.extend(p.argv.iter().cloned());
+    let mut cmd = p.sandbox().info_fd(INFO_FD).command(&wrapped);
     strata_process::fds::inherit(
         &mut cmd,
         &[
@@ -122,7 +115,7 @@ fn run_watched(
         Ok(())
     });
     ran?;
-    Ok(marked.and_then(|mounts| collect(&watch, &mounts, root, layout, program)))
+    Ok(marked.and_then(|mounts| collect(&watch, &mounts, p.root, p.layout, program)))
 }
 
 /// Watches every mount of the sandbox but its own `/dev`, `/proc` and
@@ -239,18 +232,11 @@ fn collect(
 /// Runs the program under strace, which writes to a file in `scratch`
 /// every file opened or executed, with the path it has in the sandbox
 /// (`-y`).
-fn run_traced(
-    root: &Path,
-    layout: &Layout,
-    source_date_epoch: u64,
-    env: &[(&str, &str)],
-    argv: &[String],
-    scratch: &Path,
-) -> Result<Result<Opened>> {
+fn run_traced(p: &Program, scratch: &Path) -> Result<Result<Opened>> {
     strata_process::require("strace")?;
-    let program = argv.first().context("an empty command line")?;
+    let program = p.argv.first().context("an empty command line")?;
     let trace = tempfile::NamedTempFile::new_in(scratch).context("creating a trace file")?;
-    let bwrap = sandbox::sandbox(root, source_date_epoch, layout, env).command(argv);
+    let bwrap = p.sandbox().command(p.argv);
     let mut cmd = Command::new("strace");
     // Only the traced calls stop the program (seccomp), and only
     // successful ones are written: a failed open reads nothing.
@@ -402,6 +388,16 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    fn program<'a>(root: &'a Path, layout: &'a Layout, argv: &'a [String]) -> Program<'a> {
+        Program {
+            root,
+            layout,
+            source_date_epoch: 0,
+            env: &[],
+            argv,
+        }
+    }
+
     /// A small tree of the host's own programs: a shell, `cat`, `rm` and what
     /// they load, with `/etc` in `/usr/etc`.
     fn tree(at: &Path) {
@@ -472,7 +468,7 @@ mod tests {
         let scratch = PathBuf::from(t.path());
         for watch in [true, false] {
             fs::write(root.join("usr/share/gone"), "scratch").unwrap();
-            let read = run_with(&root, &layout, 0, &[], &argv, &scratch, watch)
+            let read = run_with(&program(&root, &layout, &argv), &scratch, watch)
                 .unwrap()
                 .unwrap();
             let how = if watch { "watched" } else { "traced" };
@@ -535,7 +531,7 @@ mod tests {
         let argv = ["/usr/bin/sh", "-c", "echo broken >&2; exit 3"].map(String::from);
         for watch in [true, false] {
             let e =
-                run_with(&root, &Layout::default(), 0, &[], &argv, t.path(), watch).unwrap_err();
+                run_with(&program(&root, &Layout::default(), &argv), t.path(), watch).unwrap_err();
             assert!(format!("{e:#}").contains("broken"), "{e:#}");
         }
     }
