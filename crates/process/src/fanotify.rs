@@ -95,7 +95,7 @@ impl MountWatch {
     /// Calls `each` with every report so far, in the order of the mounts
     /// and, for each, the order the files were opened (a file opened
     /// again before the report was read is reported once). Fails when the
-    /// kernel lost reports.
+    /// kernel lost reports or could not open a reported file.
     pub fn drain<E: From<io::Error>>(
         &self,
         mut each: impl FnMut(Opened<'_>) -> Result<(), E>,
