@@ -47,10 +47,12 @@ pub(crate) fn prune_unchanged(upper: &Path, lower: &Path, base: &BaseTree) -> Re
             let in_lower = lower.join(rel);
             let ft = e.file_type()?;
             if ft.is_dir() {
+                // An error reading the mark is no answer: an opaque
+                // directory removed would show the base's content again.
                 if walk(&path, upper, lower, base)?
                     && in_lower.is_dir()
                     && !in_lower.is_symlink()
-                    && !strata_rootfs::tree::is_opaque(&path)
+                    && !strata_process::xattr::overlay_opaque(&path)?
                 {
                     fs::remove_dir(&path)?;
                     continue;

@@ -349,7 +349,7 @@ fn walk(dir: &Path, upper: &Path, lower: &Path, out: &mut Vec<String>) -> Result
             .into_owned();
         let ft = e.file_type()?;
         if ft.is_dir() {
-            if reads(&rel) && crate::tree::is_opaque(&path) {
+            if reads(&rel) && strata_process::xattr::overlay_opaque(&path)? {
                 out.push(rel.clone());
             }
             // Only directories that are inputs or lead to one are entered.

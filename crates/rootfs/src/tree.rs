@@ -517,12 +517,6 @@ pub fn write_file(path: &Path, content: &[u8], mode: u32) -> Result<()> {
         .with_context(|| format!("chmod {}", path.display()))
 }
 
-/// Whether overlay marked the directory `path` of an upper dir opaque (it
-/// replaces a directory the lower dir has, hiding its content).
-pub fn is_opaque(path: &Path) -> bool {
-    strata_process::xattr::overlay_opaque(path).unwrap_or(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
