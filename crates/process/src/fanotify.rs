@@ -35,8 +35,11 @@ const FAN_REPORT_FD_ERROR: libc::c_uint = 0x0000_2000;
 /// Watches for opens and executions through some mounts.
 #[derive(Debug)]
 pub struct MountWatch {
+    /// One group per watched mount, in [`MountWatch::mark`]'s order.
     groups: Vec<OwnedFd>,
-    marks: usize,
+    /// The group [`MountWatch::new`] made to learn that watching works,
+    /// for the first mark.
+    spare: Option<OwnedFd>,
 }
 
 /// One file opened through a watched mount.
@@ -61,24 +64,24 @@ impl MountWatch {
     /// the kernel has no fanotify.
     pub fn new() -> io::Result<Self> {
         Ok(Self {
-            groups: vec![group()?],
-            marks: 0,
+            groups: Vec::new(),
+            spare: Some(group()?),
         })
     }
 
     /// Watches the mount `path` is in (the mount itself, not the mounts
     /// below it). Returns the mount's index in [`Opened::mount`].
     pub fn mark(&mut self, path: &Path) -> io::Result<usize> {
-        let index = self.marks;
-        if index == self.groups.len() {
-            self.groups.push(group()?);
-        }
+        let group = match self.spare.take() {
+            Some(g) => g,
+            None => group()?,
+        };
         let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
             .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
         // SAFETY: a valid fanotify descriptor and a NUL-terminated path.
         let rc = unsafe {
             libc::fanotify_mark(
-                self.groups[index].as_raw_fd(),
+                group.as_raw_fd(),
                 libc::FAN_MARK_ADD | libc::FAN_MARK_MOUNT,
                 libc::FAN_OPEN | libc::FAN_OPEN_EXEC,
                 libc::AT_FDCWD,
@@ -88,8 +91,8 @@ impl MountWatch {
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }
-        self.marks += 1;
-        Ok(index)
+        self.groups.push(group);
+        Ok(self.groups.len() - 1)
     }
 
     /// Calls `each` with every report so far, in the order of the mounts
@@ -101,7 +104,7 @@ impl MountWatch {
         mut each: impl FnMut(Opened<'_>) -> Result<(), E>,
     ) -> Result<(), E> {
         let mut buf = vec![0u8; READ_SIZE];
-        for (mount, group) in self.groups.iter().enumerate().take(self.marks) {
+        for (mount, group) in self.groups.iter().enumerate() {
             loop {
                 let n = match rustix::io::read(group, &mut buf) {
                     Ok(n) => n,

@@ -10,7 +10,8 @@
 //!   started by the tree's `/bin/sh`, which says it is ready and waits
 //!   until the mounts are watched before it becomes the program (`exec`).
 //!   Each reported path is checked to be the very file the kernel opened.
-//! - otherwise (an ordinary user, or a tree without `/bin/sh`) strace
+//! - otherwise (an ordinary user, a kernel without fanotify, or a tree
+//!   without `/bin/sh`) strace
 //!   follows every process (`-f`, `-y`, only successful calls). At RHCOS
 //!   size dracut takes 2.6 s alone and 6 s under strace.
 //!
