@@ -489,6 +489,22 @@ impl Bench<'_> {
         ext.ratio = Some(per_changed(&ext_diff));
         ext.ratio_of = "ext/RPMs";
         self.lines.push(ext);
+        // A new kernel means a new initramfs, which no RPM carries: what
+        // the rest of the download weighs against the RPMs.
+        let initramfs: u64 = strata_diff
+            .layers_added
+            .iter()
+            .filter(|l| l.components == [strata_compose::INITRAMFS])
+            .map(|l| l.size)
+            .sum();
+        let mut rest = Line::new("  (strata's download without the initramfs / changed RPMs)");
+        rest.strata = Some(Figure::of(
+            mib(strata_diff.download_bytes - initramfs),
+            "MiB",
+        ));
+        rest.ratio = Some((strata_diff.download_bytes - initramfs) as f64 / changed_bytes as f64);
+        rest.ratio_of = "strata/RPMs";
+        self.lines.push(rest);
         crate::scratch::set_aside(&cold_workdir)?;
         Ok(())
     }
