@@ -21,10 +21,12 @@
 //!
 //! The check reads each package whole and holds its payload to the digest
 //! in the signed header (a mismatch is a [`Rule::BadSignature`] naming the
-//! digest), hashing the payload as it streams from the file: a package is
-//! never held in memory whole. Installs of packages that passed it rely on that:
+//! digest). Installs of packages that passed it rely on that:
 //! `DnfOptions::payloads_verified` tells librpm not to read every package
-//! again, on one core, to check the same digests.
+//! again, on one core, to check the same digests. The payload is hashed as
+//! it streams from the file, not held in memory (only a payload that
+//! carries no SHA-256 digest, which RHEL's rpm always writes, is read whole
+//! by the rpm crate).
 
 use std::collections::BTreeMap;
 use std::fmt;
