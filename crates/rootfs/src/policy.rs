@@ -24,9 +24,9 @@
 //! digest). Installs of packages that passed it rely on that:
 //! `DnfOptions::payloads_verified` tells librpm not to read every package
 //! again, on one core, to check the same digests. The payload is hashed as
-//! it streams from the file, not held in memory (only a payload that
-//! carries no SHA-256 digest, which RHEL's rpm always writes, is read whole
-//! by the rpm crate).
+//! it streams from the file, not held in memory; only a package whose
+//! payload digests are not the single SHA-256 one RHEL's rpm writes is read
+//! whole, by the rpm crate, so that every digest it carries is checked.
 
 use std::collections::BTreeMap;
 use std::fmt;
