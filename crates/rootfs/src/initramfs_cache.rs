@@ -41,6 +41,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -184,21 +185,29 @@ impl Cache {
         if entry.format != FORMAT {
             return Ok(self.drop_entry(&entry_path, "an entry of another format".into()));
         }
-        for input in &entry.inputs {
-            let now = run
-                .layout
-                .host_path(root, &input.path)
-                .map(|host| fingerprint(root, &host, input.timed))
-                .transpose()?
-                .flatten()
-                .map(|(_, fp)| fp);
-            if now.as_deref() != Some(input.fingerprint.as_str()) {
-                return Ok(Lookup::Miss(format!(
-                    "{} differs from the entry's ({} inputs)",
-                    input.path,
-                    entry.inputs.len()
-                )));
-            }
+        // Every input hashed again, on every core (hundreds of files,
+        // kernel modules among them); the first that differs, in the
+        // entry's order, is the one the miss names.
+        let differs = entry
+            .inputs
+            .par_iter()
+            .map(|input| -> Result<bool> {
+                let now = run
+                    .layout
+                    .host_path(root, &input.path)
+                    .map(|host| fingerprint(root, &host, input.timed))
+                    .transpose()?
+                    .flatten()
+                    .map(|(_, fp)| fp);
+                Ok(now.as_deref() != Some(input.fingerprint.as_str()))
+            })
+            .collect::<Result<Vec<bool>>>()?;
+        if let Some(input) = entry.inputs.iter().zip(&differs).find(|(_, d)| **d) {
+            return Ok(Lookup::Miss(format!(
+                "{} differs from the entry's ({} inputs)",
+                input.0.path,
+                entry.inputs.len()
+            )));
         }
         let output = run
             .layout
