@@ -113,7 +113,7 @@ struct CosaBuild {
 /// Why: ext4 without a journal (strata's build machines) will not reuse an
 /// inode freed in the last minutes, and finds that out one freed inode at
 /// a time, from the start of the group, for every inode it allocates. A
-/// compose removes its staging tree (100,000 files at RHCOS size) as it
+/// compose removes its staging tree (53,000 files at RHCOS size) as it
 /// ends, and the next one unpacks as many files. Writing that tree into a
 /// directory right after it was removed from there took 16.5 s instead of
 /// 5.6; with the flag, 5.6 s. Only a hint: on any other filesystem, or
