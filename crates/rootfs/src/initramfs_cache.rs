@@ -335,7 +335,10 @@ impl Cache {
 }
 
 /// Copies `from` to `to`; the byte count and sha256.
-fn copy_hashing(from: &mut impl Read, to: &mut impl Write) -> std::io::Result<(u64, String)> {
+pub(crate) fn copy_hashing(
+    from: &mut impl Read,
+    to: &mut impl Write,
+) -> std::io::Result<(u64, String)> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut size = 0u64;

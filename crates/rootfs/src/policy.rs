@@ -268,7 +268,6 @@ impl PackageFile {
     /// rpm crate reading it whole, so that no digest goes unchecked.
     fn verify(mut self, verifier: rpm::signature::pgp::Verifier) -> Result<(), rpm::Error> {
         use rpm::IndexTag;
-        use sha2::{Digest, Sha256};
         let header = &self.metadata.header;
         let sha256 = header
             .get_entry_data_as_string(IndexTag::RPMTAG_PAYLOADSHA256)
@@ -290,9 +289,8 @@ impl PackageFile {
             return pkg.verify_signature(verifier);
         };
         let mut report = self.metadata.check_signatures(&verifier)?;
-        let mut sha = Sha256::new();
-        std::io::copy(&mut self.payload, &mut sha)?;
-        let actual = hex::encode(sha.finalize());
+        let (_, actual) =
+            crate::initramfs_cache::copy_hashing(&mut self.payload, &mut std::io::sink())?;
         report.digests.payload_sha256 = if actual == expected {
             rpm::DigestStatus::Verified
         } else {
