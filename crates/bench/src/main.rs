@@ -497,12 +497,10 @@ impl Bench<'_> {
             .filter(|l| l.components == [strata_compose::INITRAMFS])
             .map(|l| l.size)
             .sum();
+        let without = strata_diff.download_bytes - initramfs;
         let mut rest = Line::new("  (strata's download without the initramfs / changed RPMs)");
-        rest.strata = Some(Figure::of(
-            mib(strata_diff.download_bytes - initramfs),
-            "MiB",
-        ));
-        rest.ratio = Some((strata_diff.download_bytes - initramfs) as f64 / changed_bytes as f64);
+        rest.strata = Some(Figure::of(mib(without), "MiB"));
+        rest.ratio = Some(without as f64 / changed_bytes as f64);
         rest.ratio_of = "strata/RPMs";
         self.lines.push(rest);
         crate::scratch::set_aside(&cold_workdir)?;
