@@ -20,8 +20,8 @@ use strata_workdir::{BuildEntry, BuildMeta, EntryKind, Workdir};
 
 use crate::lockfile::lockfile_for;
 use crate::{
-    commit, content_map, image_ref, sorted, Accounts, ChangeHistory, Compose, ComposeResult,
-    LOCKFILE_NAME,
+    commit, content_map, image_ref, pkgcache, sorted, Accounts, ChangeHistory, Compose,
+    ComposeResult, LOCKFILE_NAME,
 };
 
 /// The previous build's layer assignment, kept so updates move few layers.
@@ -44,6 +44,8 @@ struct Installed {
     packages: Vec<Package>,
     version: String,
     report: strata_dnf::InstallReport,
+    /// The files placed from the package cache.
+    placed: pkgcache::Placed,
 }
 
 /// What postprocessing learned of the tree, for the commit and the record.
@@ -64,10 +66,11 @@ impl Build<'_> {
         // Scriptlets, the initramfs generator and postprocess scripts write
         // to /dev/null; gone before the tree becomes an OS tree.
         let nodes = files::DeviceNodes::make(&c.root)?;
-        let installed = self.install()?;
-        let tree = self.postprocess(&installed.version, nodes)?;
         let repo = commit::open_repo(&c.wd.repo())?;
-        let checksum = self.commit(&repo, &installed, &tree)?;
+        let cache = pkgcache::Cache::new(&c.wd.package_cache(), &c.wd.repo());
+        let installed = self.install(&cache)?;
+        let tree = self.postprocess(&installed.version, nodes)?;
+        let checksum = self.commit(&repo, &cache, &installed, &tree)?;
         let tag = format!("{}-{}", c.stream, installed.version);
         let mut image = self.encapsulate(&checksum, &tag, &tree.kernel.kver)?;
         self.record(&installed, tree, &checksum, &tag, &image)?;
@@ -98,7 +101,7 @@ impl Build<'_> {
     /// then installs exactly those into the staging root, in a child
     /// ([`crate::ComposeOptions::installer`]): librpm's chroot and its
     /// SOURCE_DATE_EPOCH stay out of this process.
-    fn install(&self) -> Result<Installed> {
+    fn install(&self, cache: &pkgcache::Cache) -> Result<Installed> {
         let c = self.c;
         let packages = {
             let mut dnf = Dnf::new(c.dnf_opts.clone(), c.repo_configs.clone())?;
@@ -137,15 +140,41 @@ impl Build<'_> {
         if let Some(acc) = &previous_accounts {
             passwd::seed(&c.root, acc)?;
         }
+        // The files under /usr from the package cache; librpm skips them.
+        let started = std::time::Instant::now();
+        let inputs: Vec<pkgcache::Input<'_>> = packages
+            .iter()
+            .filter_map(|p| {
+                p.local_path.as_deref().map(|path| pkgcache::Input {
+                    nevra: &p.nevra,
+                    path,
+                })
+            })
+            .collect();
+        let plan = cache
+            .plan(&inputs, !c.dnf_opts.nodocs)
+            .context("reading the packages into the package cache")?;
+        let placed = cache
+            .place(&c.root, &plan)
+            .context("placing files from the package cache")?;
+        tracing::debug!(
+            linked = placed.linked,
+            copied = placed.copied,
+            prefixes = plan.netshared.len(),
+            elapsed = ?started.elapsed(),
+            "package cache: files placed"
+        );
+        let mut options = c.dnf_opts.clone();
+        if !plan.netshared.is_empty() {
+            options
+                .rpm_macros
+                .push(("_netsharedpath".to_string(), plan.netshared.join(":")));
+        }
         // librpm stamps installed headers with the install time unless
         // SOURCE_DATE_EPOCH says otherwise: the rpmdb must not record "now".
-        let job = InstallJob::new(
-            c.dnf_opts.clone(),
-            c.repo_configs.clone(),
-            self.request.clone(),
-        )
-        .expecting(packages.iter().map(|p| p.nevra.clone()))
-        .source_date_epoch(self.sde);
+        let job = InstallJob::new(options, c.repo_configs.clone(), self.request.clone())
+            .expecting(packages.iter().map(|p| p.nevra.clone()))
+            .source_date_epoch(self.sde);
         let report = run_in_child(&c.opts.installer, &job).context("installing packages")?;
         // The child's own warnings are not shown: say them here.
         for f in &report.ignored_scriptlet_failures {
@@ -155,6 +184,7 @@ impl Build<'_> {
             packages,
             version,
             report,
+            placed,
         })
     }
 
@@ -168,7 +198,17 @@ impl Build<'_> {
         let cache = initramfs_cache::Cache::new(&self.c.wd.initramfs_cache());
         let layout = sandbox::Layout::default();
         let call = generator.invocation(root, &layout, &kernel.kver);
-        let made = generator.run(root, &layout, &call, sde, Some(&cache))?;
+        // The image's epoch is the kernel package's build time (or the
+        // build's epoch when that is older): a z-stream that leaves the
+        // kernel and what the generator reads alone reuses the image.
+        let vmlinuz = format!("/usr/lib/modules/{}/vmlinuz", kernel.kver);
+        let kernel_built = bootupd::rpm_owners(root, "/var/lib/rpm")(&[vmlinuz])?
+            .into_iter()
+            .flatten()
+            .next()
+            .and_then(|o| u64::try_from(o.buildtime).ok());
+        let epoch = kernel_built.map_or(sde, |t| t.min(sde));
+        let made = generator.run(root, &layout, &call, epoch, Some(&cache))?;
         tracing::info!(
             "initramfs: {}",
             match made {
@@ -196,12 +236,12 @@ impl Build<'_> {
         nodes.remove()?;
         tree::apply(root)?;
         // Installed with the host's rpm (sqlite); stored as the target's rpm
-        // reads it.
+        // reads it, the files placed from the package cache as installed.
         let rpmdb = match manifest.rpmdb {
             RpmdbBackend::Bdb => strata_rpmdb::Backend::Bdb,
             RpmdbBackend::Sqlite => strata_rpmdb::Backend::Sqlite,
         };
-        strata_rpmdb::convert(&root.join("usr/share/rpm"), rpmdb)
+        strata_rpmdb::convert_placed(&root.join("usr/share/rpm"), rpmdb)
             .with_context(|| format!("writing the rpm database as {}", rpmdb.as_str()))?;
         Ok(Postprocessed {
             kernel,
@@ -217,6 +257,7 @@ impl Build<'_> {
     fn commit(
         &self,
         repo: &ostree::Repo,
+        cache: &pkgcache::Cache,
         installed: &Installed,
         tree: &Postprocessed,
     ) -> Result<String> {
@@ -231,7 +272,7 @@ impl Build<'_> {
                 arch: p.arch.clone(),
             })
             .collect();
-        let checksum = commit::commit(
+        let (checksum, touched) = commit::commit(
             repo,
             &commit::CommitSpec {
                 tree: &self.c.root,
@@ -241,8 +282,10 @@ impl Build<'_> {
                 packages: &pkg_entries,
                 timestamp: self.sde,
                 initramfs: &tree.generator,
+                known: &installed.placed.known,
             },
         )?;
+        cache.repair(&touched)?;
         tracing::info!("committed {checksum}");
         Ok(checksum)
     }

@@ -14,6 +14,8 @@ use std::path::Path;
 
 mod objects;
 
+pub(crate) use objects::{file_header, no_xattrs, object_mode, ostreemeta, Known, KnownFile};
+
 use anyhow::{Context, Result};
 use ostree::gio;
 use ostree::glib::{self, prelude::*};
@@ -42,6 +44,8 @@ pub struct CommitSpec<'a> {
     pub timestamp: u64,
     /// How the tree's initramfs was made.
     pub initramfs: &'a strata_rootfs::initramfs::Generator,
+    /// The tree's files that are the repository's objects already.
+    pub known: &'a Known,
 }
 
 /// Opens the repository at `path`, creating it (bare-user) when missing.
@@ -58,23 +62,25 @@ pub fn open_repo(path: &Path) -> Result<ostree::Repo> {
     Ok(repo)
 }
 
-/// Commits `spec.tree`; returns the checksum. The branch is not moved:
-/// [`set_ref`] does that once the build is recorded, so that an
-/// interrupted compose leaves the ref where it was.
-pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
+/// Commits `spec.tree`; returns the checksum, and the objects of
+/// `spec.known` files that were changed after they were linked (see
+/// [`KnownFile`]). The branch is not moved: [`set_ref`] does that once the
+/// build is recorded, so that an interrupted compose leaves the ref where
+/// it was.
+pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<(String, Vec<String>)> {
     let cancel = gio::Cancellable::NONE;
     repo.prepare_transaction(cancel)
         .context("starting an ostree transaction")?;
-    let result = (|| -> Result<String> {
+    let result = (|| -> Result<(String, Vec<String>)> {
         // The tree's own policy labels it (none: no labels).
         let dir = gio::File::for_path(spec.tree);
         let policy = ostree::SePolicy::new(&dir, cancel)
             .with_context(|| format!("loading the SELinux policy of {}", spec.tree.display()))?;
-        let mtree = objects::write_tree(repo, spec.tree, &mut |path, mode| {
+        let written = objects::write_tree(repo, spec.tree, spec.known, &mut |path, mode| {
             xattrs_of(spec.tree, &policy, path, mode)
         })?;
         let root = repo
-            .write_mtree(&mtree, cancel)
+            .write_mtree(&written.tree, cancel)
             .context("writing the tree")?;
         let root = root
             .downcast_ref::<ostree::RepoFile>()
@@ -92,7 +98,7 @@ pub fn commit(repo: &ostree::Repo, spec: &CommitSpec<'_>) -> Result<String> {
             .context("writing the commit")?;
         repo.commit_transaction(cancel)
             .context("committing the ostree transaction")?;
-        Ok(checksum.to_string())
+        Ok((checksum.to_string(), written.touched))
     })();
     if result.is_err() {
         let _ = repo.abort_transaction(cancel);
@@ -233,8 +239,10 @@ mod tests {
                     name: "dracut".into(),
                     args: vec!["--reproducible".into()],
                 },
+                known: &Known::new(),
             };
-            let sum = commit(&repo, &spec).unwrap();
+            let (sum, touched) = commit(&repo, &spec).unwrap();
+            assert!(touched.is_empty());
             assert_eq!(
                 commit_meta_string(&repo, &sum, "version")
                     .unwrap()

@@ -164,19 +164,26 @@ impl DnfOptions {
         Ok(())
     }
 
-    /// All rpm macros to define: `_dbpath` and `_pkgverify_level` first,
-    /// then the extra ones. Both are always set: rpm's macros are global
-    /// to the process, so a value an earlier context set would otherwise
-    /// hold for the next.
+    /// All rpm macros to define: `_dbpath`, `_pkgverify_level` and
+    /// `_pkgverify_flags` first, then the extra ones. All are always set:
+    /// rpm's macros are global to the process, so a value an earlier
+    /// context set would otherwise hold for the next.
+    ///
+    /// `_pkgverify_flags` also governs the signature check libdnf runs on
+    /// every package before each transaction (whatever the repository's
+    /// `gpgcheck`), which otherwise reads each package whole once more, on
+    /// one core: with the payloads verified, it checks the headers only
+    /// (`RPMVSF_MASK_NOPAYLOAD`).
     pub(crate) fn all_rpm_macros(&self) -> Vec<(String, String)> {
-        let level = if self.payloads_verified {
-            "none"
+        let (level, flags) = if self.payloads_verified {
+            ("none", "0xf0000")
         } else {
-            "digest"
+            ("digest", "0x0")
         };
         let mut m = vec![
             ("_dbpath".to_string(), self.dbpath.clone()),
             ("_pkgverify_level".to_string(), level.to_string()),
+            ("_pkgverify_flags".to_string(), flags.to_string()),
         ];
         m.extend(self.rpm_macros.iter().cloned());
         m
@@ -413,10 +420,18 @@ mod tests {
                 .find(|(k, _)| k == "_pkgverify_level")
                 .map(|(_, v)| v)
         };
+        let flags = |o: &DnfOptions| {
+            o.all_rpm_macros()
+                .into_iter()
+                .find(|(k, _)| k == "_pkgverify_flags")
+                .map(|(_, v)| v)
+        };
         let mut o = opts();
         assert_eq!(level(&o).as_deref(), Some("digest"));
+        assert_eq!(flags(&o).as_deref(), Some("0x0"));
         o.payloads_verified = true;
         assert_eq!(level(&o).as_deref(), Some("none"));
+        assert_eq!(flags(&o).as_deref(), Some("0xf0000"));
     }
 
     #[test]

@@ -332,6 +332,78 @@ pub fn convert(dir: &Path, to: Backend) -> Result<(), Error> {
     Ok(())
 }
 
+/// Like [`convert`], and always rewrites: files librpm recorded as skipped
+/// for being net-shared (`%_netsharedpath`, state 3) are recorded as
+/// installed (state 0), as they are in the tree (compose places them
+/// itself; see its package cache). Nothing else of a header changes; the
+/// file states lie outside the signed part of the header.
+pub fn convert_placed(dir: &Path, to: Backend) -> Result<(), Error> {
+    let from = Backend::detect(dir).ok_or_else(|| Error::NoDatabase(dir.display().to_string()))?;
+    let what = dir.display().to_string();
+    let mut headers = split_export(&export_stream(dir)?, &what)?;
+    for (i, h) in headers.iter_mut().enumerate() {
+        net_shared_to_installed(h).map_err(|why| Error::Header {
+            what: format!("{what}, header {}", i + 1),
+            why: why.to_string(),
+        })?;
+    }
+    let staging = staging_beside(dir)?;
+    let built = match to {
+        Backend::Bdb => write_bdb(&staging, &headers),
+        Backend::Sqlite => {
+            let mut stream = Vec::new();
+            for h in &headers {
+                stream.extend_from_slice(&MAGIC);
+                stream.extend_from_slice(h);
+            }
+            import_sqlite(&staging, &stream)
+        }
+    };
+    swap_in(dir, &staging, built)?;
+    tracing::debug!(dir = %dir.display(), from = from.as_str(), to = to.as_str(), "rpmdb rewritten");
+    Ok(())
+}
+
+/// rpm's tag of the per-file install states, and the two states.
+const RPMTAG_FILESTATES: u32 = 1029;
+const STATE_NORMAL: u8 = 0;
+const STATE_NETSHARED: u8 = 3;
+
+/// Sets every net-shared file state of the header `blob` (index length,
+/// data length, index, data) to normal.
+fn net_shared_to_installed(blob: &mut [u8]) -> Result<(), &'static str> {
+    let word = |b: &[u8], at: usize| -> Result<usize, &'static str> {
+        b.get(at..at + 4)
+            .map(|w| u32::from_be_bytes(w.try_into().expect("4 bytes")) as usize)
+            .ok_or("truncated")
+    };
+    let il = word(blob, 0)?;
+    let data = il
+        .checked_mul(16)
+        .and_then(|n| n.checked_add(8))
+        .ok_or("index too long")?;
+    for i in 0..il {
+        let at = 8 + i * 16;
+        if word(blob, at)? != RPMTAG_FILESTATES as usize {
+            continue;
+        }
+        // CHAR or INT8: one byte per file.
+        if !matches!(word(blob, at + 4)?, 1 | 2) {
+            return Err("file states of an unexpected type");
+        }
+        let (offset, count) = (word(blob, at + 8)?, word(blob, at + 12)?);
+        let start = data.checked_add(offset).ok_or("offset too large")?;
+        let states = blob
+            .get_mut(start..start.saturating_add(count))
+            .filter(|s| s.len() == count)
+            .ok_or("file states beyond the header")?;
+        for s in states.iter_mut().filter(|s| **s == STATE_NETSHARED) {
+            *s = STATE_NORMAL;
+        }
+    }
+    Ok(())
+}
+
 /// Replaces the database in `dir` with a copy of the one in `from` (a
 /// conversion made once and used for several trees).
 pub fn replace(dir: &Path, from: &Path) -> Result<(), Error> {

@@ -199,6 +199,11 @@ impl Workdir {
     pub fn initramfs_cache(&self) -> PathBuf {
         self.cache().join("initramfs")
     }
+    /// Which of the repository's objects hold each package's files
+    /// (see `strata_compose`'s package cache).
+    pub fn package_cache(&self) -> PathBuf {
+        self.cache().join("packages")
+    }
     pub fn repo(&self) -> PathBuf {
         self.root.join("repo")
     }

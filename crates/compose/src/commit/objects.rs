@@ -53,6 +53,7 @@ struct Meta {
     dev: u64,
     ino: u64,
     nlink: u64,
+    ctime: (i64, i64),
 }
 
 impl Meta {
@@ -65,6 +66,7 @@ impl Meta {
             dev: m.dev(),
             ino: m.ino(),
             nlink: m.nlink(),
+            ctime: (m.ctime(), m.ctime_nsec()),
         }
     }
 
@@ -111,51 +113,103 @@ struct Leaf {
 }
 
 impl Leaf {
-    /// ostree's file header: the length-prefixed `(uuuusa(ayay))` of uid,
-    /// gid, mode, rdev (0) and symlink target (empty for a file), integers
-    /// big-endian, then xattrs; the length big-endian, then 4 NULs.
     fn header(&self) -> Vec<u8> {
         let m = &self.meta;
-        let v = glib::Variant::tuple_from_iter([
-            m.uid.to_be().to_variant(),
-            m.gid.to_be().to_variant(),
-            m.mode.to_be().to_variant(),
-            0u32.to_variant(),
-            self.target.as_deref().unwrap_or("").to_variant(),
-            self.xattrs.clone(),
-        ]);
-        let data = v.data();
-        let mut out = Vec::with_capacity(8 + data.len());
-        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-        out.extend_from_slice(&[0; 4]);
-        out.extend_from_slice(data);
-        out
+        file_header(
+            m.uid,
+            m.gid,
+            m.mode,
+            self.target.as_deref().unwrap_or(""),
+            &self.xattrs,
+        )
     }
 
-    /// What a bare-user object keeps in `user.ostreemeta`: the
-    /// `(uuua(ayay))` of uid, gid, mode (big-endian) and xattrs.
     fn ostreemeta(&self) -> Vec<u8> {
         let m = &self.meta;
-        glib::Variant::tuple_from_iter([
-            m.uid.to_be().to_variant(),
-            m.gid.to_be().to_variant(),
-            m.mode.to_be().to_variant(),
-            self.xattrs.clone(),
-        ])
-        .data()
-        .to_vec()
+        ostreemeta(m.uid, m.gid, m.mode, &self.xattrs)
     }
+}
+
+/// ostree's file header: the length-prefixed `(uuuusa(ayay))` of uid,
+/// gid, mode, rdev (0) and symlink target (empty for a file), integers
+/// big-endian, then xattrs; the length big-endian, then 4 NULs.
+pub(crate) fn file_header(
+    uid: u32,
+    gid: u32,
+    mode: u32,
+    target: &str,
+    xattrs: &glib::Variant,
+) -> Vec<u8> {
+    let v = glib::Variant::tuple_from_iter([
+        uid.to_be().to_variant(),
+        gid.to_be().to_variant(),
+        mode.to_be().to_variant(),
+        0u32.to_variant(),
+        target.to_variant(),
+        xattrs.clone(),
+    ]);
+    let data = v.data();
+    let mut out = Vec::with_capacity(8 + data.len());
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(data);
+    out
+}
+
+/// What a bare-user object keeps in `user.ostreemeta`: the `(uuua(ayay))`
+/// of uid, gid, mode (big-endian) and xattrs.
+pub(crate) fn ostreemeta(uid: u32, gid: u32, mode: u32, xattrs: &glib::Variant) -> Vec<u8> {
+    glib::Variant::tuple_from_iter([
+        uid.to_be().to_variant(),
+        gid.to_be().to_variant(),
+        mode.to_be().to_variant(),
+        xattrs.clone(),
+    ])
+    .data()
+    .to_vec()
+}
+
+/// No extended attributes, as ostree's `a(ayay)`.
+pub(crate) fn no_xattrs() -> glib::Variant {
+    Xattrs::new().to_variant()
+}
+
+/// Files of the tree that are already objects of the repository (linked
+/// from the package cache), by `(device, inode)`.
+pub(crate) type Known = HashMap<(u64, u64), KnownFile>;
+
+/// A file of the tree that is an object: its checksum, the mode it was
+/// stored with (owned by root, no xattrs; on disk it has an object's mode,
+/// so its own is taken from here) and its change time once linked. A file
+/// whose change time moved since was written to, or had its metadata
+/// changed, after it was linked: it is committed from what it holds now,
+/// and its object is reported as touched.
+#[derive(Debug, Clone)]
+pub(crate) struct KnownFile {
+    pub checksum: String,
+    pub mode: u32,
+    pub ctime: (i64, i64),
+}
+
+/// The root of the tree as written, and the objects of `Known` files that
+/// changed after they were linked (they may no longer hold their content).
+pub(crate) struct Written {
+    pub tree: ostree::MutableTree,
+    pub touched: Vec<String>,
 }
 
 /// Writes the tree under `root` into `repo` (bare-user, inside a
 /// transaction): its files as content objects and its directories'
 /// metadata; returns the mutable tree for [`ostree::Repo::write_mtree`].
 /// `xattrs_of(path, mode)` gives each entry's xattrs (commit path: `/usr/…`).
+/// A file in `known` whose xattrs are none is its object already: it is
+/// neither read nor written.
 pub(super) fn write_tree(
     repo: &ostree::Repo,
     root: &Path,
+    known: &Known,
     xattrs_of: &mut dyn FnMut(&str, u32) -> Result<Xattrs>,
-) -> Result<ostree::MutableTree> {
+) -> Result<Written> {
     let repo_dir = repo.path().path().context("a repository without a path")?;
     if repo.mode() != ostree::RepoMode::BareUser {
         bail!(
@@ -163,7 +217,8 @@ pub(super) fn write_tree(
             repo_dir.display()
         );
     }
-    let (dirs, leaves) = walk(root, xattrs_of)?;
+    let (dirs, leaves, touched) = walk(root, known, xattrs_of)?;
+    let bare = no_xattrs();
     let objects = repo_dir.join("objects");
     let paths: Vec<PathBuf> = leaves
         .iter()
@@ -179,6 +234,14 @@ pub(super) fn write_tree(
         .zip(paths.par_iter())
         .zip(adoptable.par_iter())
         .map(|((leaf, path), &adoptable)| {
+            if leaf.target.is_none() && leaf.xattrs == bare {
+                if let Some(k) = known
+                    .get(&(leaf.meta.dev, leaf.meta.ino))
+                    .filter(|k| k.ctime == leaf.meta.ctime)
+                {
+                    return Ok((k.checksum.clone(), true));
+                }
+            }
             let checksum =
                 checksum(leaf, path).with_context(|| format!("reading {}", path.display()))?;
             let stored = leaf.target.is_none()
@@ -198,16 +261,20 @@ pub(super) fn write_tree(
             .replace_file(&leaf.name, &checksum)
             .with_context(|| format!("adding {} to the commit", path.display()))?;
     }
-    Ok(mtrees.into_iter().next().expect("the root is walked first"))
+    Ok(Written {
+        tree: mtrees.into_iter().next().expect("the root is walked first"),
+        touched,
+    })
 }
 
 /// Walks the tree depth-first, parents before children: its directories
 /// and its leaves, with their metadata and xattrs.
 fn walk(
     root: &Path,
+    known: &Known,
     xattrs_of: &mut dyn FnMut(&str, u32) -> Result<Xattrs>,
-) -> Result<(Vec<Dir>, Vec<Leaf>)> {
-    let (mut dirs, mut leaves) = (Vec::new(), Vec::new());
+) -> Result<(Vec<Dir>, Vec<Leaf>, Vec<String>)> {
+    let (mut dirs, mut leaves, mut touched) = (Vec::new(), Vec::new(), Vec::new());
     let top =
         std::fs::symlink_metadata(root).with_context(|| format!("reading {}", root.display()))?;
     let mut pending = vec![("/".to_string(), Meta::of(&top))];
@@ -243,7 +310,17 @@ fn walk(
                 "/" => format!("/{name}"),
                 _ => format!("{path}/{name}"),
             };
-            let meta = Meta::of(&m);
+            let mut meta = Meta::of(&m);
+            if let Some(k) = known.get(&(meta.dev, meta.ino)).filter(|_| m.is_file()) {
+                // Written to in place keeps the mode it was given; a
+                // changed mode or owner is what the writer asked for.
+                if k.ctime != meta.ctime {
+                    touched.push(k.checksum.clone());
+                }
+                if meta.mode == 0o100000 | object_mode(k.mode) && meta.uid == top.uid() {
+                    (meta.uid, meta.gid, meta.mode) = (0, 0, k.mode);
+                }
+            }
             let ft = m.file_type();
             let target = if ft.is_dir() {
                 subdirs.push((child, meta));
@@ -272,7 +349,7 @@ fn walk(
         // Popped last first: pushed in reverse, walked in name order.
         pending.extend(subdirs.into_iter().rev());
     }
-    Ok((dirs, leaves))
+    Ok((dirs, leaves, touched))
 }
 
 /// Which regular files may become their object in place: those whose
@@ -365,7 +442,7 @@ fn adopt(leaf: &Leaf, path: &Path, objects: &Path, checksum: &str) -> Result<boo
             &leaf.ostreemeta(),
             XattrFlags::empty(),
         )?;
-        rustix::fs::chmod(path, Mode::from_raw_mode((leaf.meta.mode & 0o775) | 0o400))?;
+        rustix::fs::chmod(path, Mode::from_raw_mode(object_mode(leaf.meta.mode)))?;
         let times = Timestamps {
             last_access: Timespec {
                 tv_sec: 0,
@@ -396,6 +473,11 @@ fn adopt(leaf: &Leaf, path: &Path, objects: &Path, checksum: &str) -> Result<boo
             Err(e).with_context(|| format!("storing {} as the object {checksum}", path.display()))
         }
     }
+}
+
+/// The mode of a bare-user object on disk, for a file of `mode`.
+pub(crate) fn object_mode(mode: u32) -> u32 {
+    (mode & 0o775) | 0o400
 }
 
 /// Writes the leaf through libostree, which checks `checksum` against its
@@ -540,7 +622,9 @@ mod tests {
         let expected = libostree_root(&reference, &twin);
         let ours = repo(&t.path().join("ours"));
         ours.prepare_transaction(gio::Cancellable::NONE).unwrap();
-        let mtree = write_tree(&ours, &tree, &mut |_, _| Ok(Xattrs::new())).unwrap();
+        let mtree = write_tree(&ours, &tree, &Known::new(), &mut |_, _| Ok(Xattrs::new()))
+            .unwrap()
+            .tree;
         let got = root_of(&ours, &mtree);
         ours.commit_transaction(gio::Cancellable::NONE).unwrap();
         assert_eq!(got, expected);

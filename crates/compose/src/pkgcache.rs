@@ -1,0 +1,758 @@
+//! The package cache: each package's files under `/usr` stored once, as
+//! objects of the workdir's repository, and hard-linked into the staging
+//! root before librpm runs; librpm then skips them (`%_netsharedpath`)
+//! and does everything else as in any install: the rest of the files, the
+//! directories it owns, the scriptlets, the rpm database.
+//!
+//! Why: installing is most of a compose, and nearly all of it is writing
+//! the same 2.5 GB of files again after a z-stream changed a handful of
+//! packages. A linked file costs one `link()`, and it is already the object
+//! the commit needs (the commit neither reads nor writes it). rpm-ostree's
+//! package cache is the model (packages imported into ostree once, checked
+//! out with hard links); unlike rpm-ostree, librpm still runs the
+//! transaction, so scriptlets, triggers and the database are librpm's own.
+//!
+//! Which entries are linked (placed): under `/usr/`, owned by root:root, no
+//! file capabilities, not `%config`, not a `%doc` when documentation is
+//! off, regular files that are not hard-linked inside their package, and
+//! symlinks and directories; a path is placed only when every package
+//! listing it agrees on it. Directories are placed whole (every entry below
+//! them placed) and listed in `%_netsharedpath` as one prefix; other placed
+//! entries are listed one by one. Everything else is librpm's.
+//!
+//! The rpm database records skipped files as net-shared: compose rewrites
+//! that state to the normal one (`strata_rpmdb::convert_states`).
+//!
+//! What it must not do:
+//! - let an object change: a tree file that is an object has no other link
+//!   in the tree (a second path with the same content gets a copy), and a
+//!   file changed in place after linking (its change time moved) is
+//!   committed from what it holds; its object is checked and written again
+//!   from the package ([`Cache::repair`]);
+//! - trust an index whose objects are gone (pruned): the package is read
+//!   again.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use ostree::glib;
+use rayon::prelude::*;
+use rpm::{FileFlags, FileType, IndexSignatureTag, IndexTag};
+use rustix::fs::{AtFlags, Timespec, Timestamps, XattrFlags, CWD, UTIME_OMIT};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::commit::{self, Known, KnownFile};
+
+/// The format of an index file; another one is read again from the package.
+const INDEX_VERSION: u32 = 1;
+
+/// A package to install: its NEVRA and its downloaded file.
+pub(crate) struct Input<'a> {
+    pub nevra: &'a str,
+    pub path: &'a Path,
+}
+
+/// The package cache of a workdir: index files (one per package, by its
+/// header's SHA-256) naming the objects that hold its files.
+pub(crate) struct Cache {
+    index_dir: PathBuf,
+    objects: PathBuf,
+    tmp: PathBuf,
+}
+
+/// Which object holds each cacheable regular file of a package.
+#[derive(Serialize, Deserialize)]
+struct Index {
+    version: u32,
+    nevra: String,
+    /// Path → object checksum.
+    files: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    File,
+    Symlink(String),
+    Dir,
+    Ghost,
+}
+
+/// An entry of a package's file list that may be placed.
+#[derive(Debug, Clone)]
+struct Entry {
+    path: String,
+    kind: Kind,
+    mode: u32,
+    /// The object holding a regular file.
+    object: Option<String>,
+}
+
+/// A package's entries, placeable ones (`Some`) and the others (`None`:
+/// librpm's), by path.
+struct Loaded {
+    nevra: String,
+    entries: BTreeMap<String, Option<Entry>>,
+}
+
+/// What is placed before the install, and what librpm is told to skip.
+pub(crate) struct Plan {
+    /// `%_netsharedpath`'s entries, those covering most entries first.
+    pub netshared: Vec<String>,
+    /// Directories to make, parents first, with the mode every package
+    /// listing them gives them.
+    dirs: Vec<(String, u32)>,
+    symlinks: Vec<(String, String)>,
+    /// Path, object, mode.
+    files: Vec<(String, String, u32)>,
+}
+
+/// The placed files, for the commit.
+pub(crate) struct Placed {
+    pub known: Known,
+    pub linked: usize,
+    pub copied: usize,
+}
+
+impl Cache {
+    pub(crate) fn new(index_dir: &Path, repo: &Path) -> Cache {
+        Cache {
+            index_dir: index_dir.to_path_buf(),
+            objects: repo.join("objects"),
+            tmp: repo.join("tmp"),
+        }
+    }
+
+    /// Reads every package's file list and finds its objects, storing the
+    /// files of packages seen for the first time; then plans what is
+    /// placed. `documentation`: whether `%doc` files are installed.
+    pub(crate) fn plan(&self, inputs: &[Input<'_>], documentation: bool) -> Result<Plan> {
+        std::fs::create_dir_all(&self.index_dir)
+            .with_context(|| format!("creating {}", self.index_dir.display()))?;
+        let loaded: Vec<Loaded> = inputs
+            .par_iter()
+            .map(|i| self.load(i, documentation))
+            .collect::<Result<_>>()?;
+        plan(&loaded)
+    }
+
+    fn index_path(&self, key: &str) -> PathBuf {
+        self.index_dir.join(format!("{key}.json"))
+    }
+
+    fn object_path(&self, checksum: &str) -> PathBuf {
+        self.objects
+            .join(&checksum[..2])
+            .join(format!("{}.file", &checksum[2..]))
+    }
+
+    /// The package's entries; its files stored as objects unless an index
+    /// says they are already (and they are).
+    fn load(&self, input: &Input<'_>, documentation: bool) -> Result<Loaded> {
+        let what = || format!("{} ({})", input.nevra, input.path.display());
+        let file = std::fs::File::open(input.path).with_context(what)?;
+        let metadata = rpm::PackageMetadata::parse(&mut std::io::BufReader::new(file))
+            .map_err(|e| anyhow!("{e}"))
+            .with_context(what)?;
+        let key = metadata
+            .signature
+            .get_entry_data_as_string(IndexSignatureTag::RPMSIGTAG_SHA256)
+            .ok()
+            .filter(|k| k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit()))
+            .map(str::to_owned);
+        let mut entries = entries(&metadata, documentation).with_context(what)?;
+        let objects = match &key {
+            Some(key) => match self.read_index(key) {
+                Some(index) => Some(index.files),
+                None => self.import(input, key).with_context(what)?,
+            },
+            None => None,
+        };
+        for e in entries.values_mut() {
+            let keep = match e {
+                Some(Entry {
+                    kind: Kind::File,
+                    path,
+                    object,
+                    ..
+                }) => {
+                    *object = objects.as_ref().and_then(|o| o.get(path.as_str()).cloned());
+                    object.is_some()
+                }
+                _ => true,
+            };
+            if !keep {
+                *e = None;
+            }
+        }
+        Ok(Loaded {
+            nevra: input.nevra.to_string(),
+            entries,
+        })
+    }
+
+    /// The index `key`, when every object it names is in the repository.
+    fn read_index(&self, key: &str) -> Option<Index> {
+        let path = self.index_path(key);
+        let index: Index = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+        let whole = index.version == INDEX_VERSION
+            && index
+                .files
+                .values()
+                .all(|c| valid_checksum(c) && self.object_path(c).exists());
+        if !whole {
+            tracing::debug!(index = %path.display(), "package cache: index stale, reading the package again");
+        }
+        whole.then_some(index)
+    }
+
+    /// Stores the package's cacheable regular files as objects and writes
+    /// its index; `None` when its payload cannot be read here (librpm
+    /// installs it as usual).
+    fn import(&self, input: &Input<'_>, key: &str) -> Result<Option<BTreeMap<String, String>>> {
+        let mut reader = match rpm::PackageReader::open(input.path) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(package = input.nevra, error = %e, "package cache: payload not readable here; librpm installs it");
+                return Ok(None);
+            }
+        };
+        let linked_inside = hardlinked_inodes(&reader.metadata);
+        let mut files = BTreeMap::new();
+        let mut buf = Vec::new();
+        let empty = commit::no_xattrs();
+        while let Some(mut f) = reader.next_file().map_err(|e| anyhow!("{e}"))? {
+            let m = &f.metadata;
+            let path = m.path().to_string_lossy().into_owned();
+            let cacheable =
+                cacheable(&path, m) == Some(Kind::File) && !linked_inside.contains(&path);
+            let (mode, size) = (u32::from(m.mode().raw_mode()), m.size());
+            if !cacheable {
+                f.finish().with_context(|| format!("reading {path}"))?;
+                continue;
+            }
+            buf.clear();
+            f.read_to_end(&mut buf)
+                .with_context(|| format!("reading {path}"))?;
+            if buf.len() != size {
+                // A member of a hard-link set whose content is elsewhere.
+                continue;
+            }
+            let mut sha = Sha256::new();
+            sha.update(commit::file_header(0, 0, mode, "", &empty));
+            sha.update(&buf);
+            let checksum = hex::encode(sha.finalize());
+            self.write_object(&checksum, mode, &buf, &empty)
+                .with_context(|| format!("storing {path} of {}", input.nevra))?;
+            files.insert(path, checksum);
+        }
+        let index = Index {
+            version: INDEX_VERSION,
+            nevra: input.nevra.to_string(),
+            files,
+        };
+        let path = self.index_path(key);
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.index_dir)
+            .with_context(|| format!("creating a file in {}", self.index_dir.display()))?;
+        tmp.write_all(&serde_json::to_vec(&index)?)?;
+        tmp.persist(&path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Some(index.files))
+    }
+
+    /// Writes `content` as the bare-user object `checksum` (as libostree's
+    /// writer would: `user.ostreemeta`, an object's mode, mtime 0), unless
+    /// it is there.
+    fn write_object(
+        &self,
+        checksum: &str,
+        mode: u32,
+        content: &[u8],
+        xattrs: &glib::Variant,
+    ) -> Result<()> {
+        let object = self.object_path(checksum);
+        if object.exists() {
+            return Ok(());
+        }
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.tmp)
+            .with_context(|| format!("creating a file in {}", self.tmp.display()))?;
+        tmp.write_all(content)?;
+        let fd = tmp.as_file();
+        rustix::fs::fsetxattr(
+            fd,
+            "user.ostreemeta",
+            &commit::ostreemeta(0, 0, mode, xattrs),
+            XattrFlags::empty(),
+        )?;
+        fd.set_permissions(std::fs::Permissions::from_mode(commit::object_mode(mode)))?;
+        rustix::fs::futimens(
+            fd,
+            &Timestamps {
+                last_access: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: UTIME_OMIT,
+                },
+                last_modification: Timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+            },
+        )?;
+        let dir = object.parent().expect("sharded");
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+        match rustix::fs::linkat(CWD, tmp.path(), CWD, &object, AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("linking {}", object.display())),
+        }
+    }
+
+    /// Places the plan's entries under `root` (which holds nothing of
+    /// theirs yet): directories, symlinks, and each object hard-linked once
+    /// (a second path with the same content gets a copy).
+    pub(crate) fn place(&self, root: &Path, plan: &Plan) -> Result<Placed> {
+        let at = |p: &str| root.join(p.trim_start_matches('/'));
+        // Every directory needed, parents first; those no package lists
+        // get 0755, as librpm gives them.
+        let mut needed: BTreeSet<&str> = BTreeSet::new();
+        let leaves = plan.dirs.iter().map(|(p, _)| p.as_str());
+        let leaves = leaves.chain(plan.symlinks.iter().map(|(p, _)| parent(p)));
+        for p in leaves.chain(plan.files.iter().map(|(p, _, _)| parent(p))) {
+            let mut p = p;
+            while p != "/" && needed.insert(p) {
+                p = parent(p);
+            }
+        }
+        for dir in &needed {
+            match std::fs::create_dir(at(dir)) {
+                Ok(()) => std::fs::set_permissions(at(dir), std::fs::Permissions::from_mode(0o755))
+                    .with_context(|| format!("setting the mode of {dir}"))?,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(e).with_context(|| format!("creating {dir}")),
+            }
+        }
+        for (path, target) in &plan.symlinks {
+            std::os::unix::fs::symlink(target, at(path))
+                .with_context(|| format!("creating the symlink {path}"))?;
+        }
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        let copy: Vec<bool> = plan
+            .files
+            .iter()
+            .enumerate()
+            .map(|(i, (_, c, _))| *first.entry(c.as_str()).or_insert(i) != i)
+            .collect();
+        let known: Vec<Option<((u64, u64), KnownFile)>> = plan
+            .files
+            .par_iter()
+            .zip(copy.par_iter())
+            .map(|((path, checksum, mode), &copy)| {
+                let dest = at(path);
+                let object = self.object_path(checksum);
+                let copy_it = || -> Result<()> {
+                    std::fs::copy(&object, &dest)
+                        .with_context(|| format!("copying {path} from its object"))?;
+                    std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(*mode & 0o7777))
+                        .with_context(|| format!("setting the mode of {path}"))
+                };
+                if copy {
+                    copy_it()?;
+                    return Ok(None);
+                }
+                match std::fs::hard_link(&object, &dest) {
+                    Ok(()) => {}
+                    // Another filesystem, too many links, no permission:
+                    // a copy, which the commit reads like any file.
+                    Err(e)
+                        if matches!(
+                            rustix::io::Errno::from_io_error(&e),
+                            Some(
+                                rustix::io::Errno::XDEV
+                                    | rustix::io::Errno::MLINK
+                                    | rustix::io::Errno::PERM
+                            )
+                        ) =>
+                    {
+                        copy_it()?;
+                        return Ok(None);
+                    }
+                    Err(e) => {
+                        return Err(e)
+                            .with_context(|| format!("linking {path} from its object {checksum}"))
+                    }
+                }
+                let m = std::fs::symlink_metadata(&dest)
+                    .with_context(|| format!("reading {}", dest.display()))?;
+                Ok(Some((
+                    (m.dev(), m.ino()),
+                    KnownFile {
+                        checksum: checksum.clone(),
+                        mode: *mode,
+                        ctime: (m.ctime(), m.ctime_nsec()),
+                    },
+                )))
+            })
+            .collect::<Result<_>>()?;
+        // Modes last: a directory without write permission still gets its
+        // entries first.
+        for (dir, mode) in plan.dirs.iter().rev() {
+            std::fs::set_permissions(at(dir), std::fs::Permissions::from_mode(mode & 0o7777))
+                .with_context(|| format!("setting the mode of {dir}"))?;
+        }
+        let known: Known = known.into_iter().flatten().collect();
+        Ok(Placed {
+            linked: known.len(),
+            copied: plan.files.len() - known.len(),
+            known,
+        })
+    }
+
+    /// Checks the objects the commit reported as touched (a file linked
+    /// from them was changed in place); one that no longer holds what its
+    /// checksum says is removed, and written again from its package by the
+    /// next compose that needs it (its index is dropped). Returns how many
+    /// were removed.
+    pub(crate) fn repair(&self, touched: &[String]) -> Result<usize> {
+        let mut removed = 0;
+        let empty = commit::no_xattrs();
+        for checksum in touched.iter().collect::<BTreeSet<_>>() {
+            let object = self.object_path(checksum);
+            let intact = (|| -> std::io::Result<bool> {
+                let meta = strata_process::xattr::get(&object, c"user.ostreemeta")?;
+                let m = std::fs::symlink_metadata(&object)?;
+                let Some(meta) = meta else { return Ok(false) };
+                let v =
+                    glib::Variant::from_data::<(u32, u32, u32, Vec<(Vec<u8>, Vec<u8>)>), _>(meta);
+                let Some((uid, gid, mode, _)) = v.get::<(u32, u32, u32, Vec<(Vec<u8>, Vec<u8>)>)>()
+                else {
+                    return Ok(false);
+                };
+                let mode = u32::from_be(mode);
+                let mut sha = Sha256::new();
+                sha.update(commit::file_header(
+                    u32::from_be(uid),
+                    u32::from_be(gid),
+                    mode,
+                    "",
+                    &empty,
+                ));
+                let mut f = std::fs::File::open(&object)?;
+                std::io::copy(&mut f, &mut Sha256Writer(&mut sha))?;
+                Ok(hex::encode(sha.finalize()) == **checksum
+                    && m.mode() & 0o7777 == commit::object_mode(mode) & 0o7777)
+            })()
+            .unwrap_or(false);
+            if !intact {
+                tracing::warn!(
+                    object = %checksum,
+                    "a file linked from the package cache was changed in place; its object is written again"
+                );
+                std::fs::remove_file(&object)
+                    .with_context(|| format!("removing the changed object {}", object.display()))?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            // The packages that held those objects are read again.
+            for entry in std::fs::read_dir(&self.index_dir)? {
+                let path = entry?.path();
+                if self.read_index_at(&path).is_none() {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        Ok(removed)
+    }
+
+    fn read_index_at(&self, path: &Path) -> Option<Index> {
+        let key = path.file_stem()?.to_str()?;
+        self.read_index(key)
+    }
+}
+
+struct Sha256Writer<'a>(&'a mut Sha256);
+
+impl Write for Sha256Writer<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn valid_checksum(c: &str) -> bool {
+    c.len() == 64 && c.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The paths of a package's regular files that share an inode with
+/// another of its files (rpm's hard-link sets): librpm installs those.
+fn hardlinked_inodes(metadata: &rpm::PackageMetadata) -> BTreeSet<String> {
+    let Ok(entries) = metadata.get_file_entries() else {
+        return BTreeSet::new();
+    };
+    let inodes = metadata
+        .header
+        .get_entry_data_as_u32_array(IndexTag::RPMTAG_FILEINODES)
+        .unwrap_or_default();
+    if inodes.len() != entries.len() {
+        // Without inode numbers nothing can be told apart: none is cached.
+        return entries
+            .iter()
+            .map(|e| e.path().to_string_lossy().into_owned())
+            .collect();
+    }
+    let mut count: HashMap<u32, usize> = HashMap::new();
+    for (e, ino) in entries.iter().zip(&inodes) {
+        if e.file_type() == FileType::Regular {
+            *count.entry(*ino).or_default() += 1;
+        }
+    }
+    entries
+        .iter()
+        .zip(&inodes)
+        .filter(|(e, ino)| e.file_type() == FileType::Regular && count[ino] > 1)
+        .map(|(e, _)| e.path().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Characters a placed path may hold: `%_netsharedpath` is macro-expanded
+/// and split at `:`.
+fn plain_path(p: &str) -> bool {
+    p.starts_with("/usr/")
+        && !p.contains("/../")
+        && !p.contains("/./")
+        && !p.ends_with('/')
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._+-@,=~".contains(&b))
+}
+
+/// What the entry is, when it may be placed at all.
+fn cacheable(path: &str, e: &rpm::FileEntry<'_>) -> Option<Kind> {
+    let flags = e.flags();
+    if !plain_path(path)
+        || e.user() != "root"
+        || e.group() != "root"
+        || e.caps().is_some_and(|c| !c.is_empty())
+        || flags.contains(FileFlags::CONFIG)
+    {
+        return None;
+    }
+    if flags.contains(FileFlags::GHOST) {
+        return Some(Kind::Ghost);
+    }
+    match e.file_type() {
+        FileType::Regular => Some(Kind::File),
+        FileType::Dir => Some(Kind::Dir),
+        FileType::SymbolicLink => e
+            .linkto()
+            .filter(|t| !t.is_empty())
+            .map(|t| Kind::Symlink(t.to_string())),
+        _ => None,
+    }
+}
+
+/// The package's file list: placeable entries and the others.
+fn entries(
+    metadata: &rpm::PackageMetadata,
+    documentation: bool,
+) -> Result<BTreeMap<String, Option<Entry>>> {
+    let linked_inside = hardlinked_inodes(metadata);
+    let mut out = BTreeMap::new();
+    for e in metadata
+        .get_file_entries()
+        .map_err(|e| anyhow!("reading the file list: {e}"))?
+    {
+        let path = e.path().to_string_lossy().into_owned();
+        let kind = cacheable(&path, &e)
+            .filter(|_| documentation || !e.flags().contains(FileFlags::DOC))
+            .filter(|k| *k != Kind::File || !linked_inside.contains(&path));
+        let entry = kind.map(|kind| Entry {
+            path: path.clone(),
+            kind,
+            mode: u32::from(e.mode().raw_mode()),
+            object: None,
+        });
+        out.insert(path, entry);
+    }
+    Ok(out)
+}
+
+fn parent(p: &str) -> &str {
+    match p.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &p[..i],
+    }
+}
+
+/// What is placed: the paths every package agrees on, where nothing
+/// librpm installs lies below a placed directory.
+fn plan(loaded: &[Loaded]) -> Result<Plan> {
+    // Every package's say on each path.
+    let mut by_path: BTreeMap<&str, Vec<(&str, Option<&Entry>)>> = BTreeMap::new();
+    for l in loaded {
+        for (path, e) in &l.entries {
+            by_path
+                .entry(path.as_str())
+                .or_default()
+                .push((l.nevra.as_str(), e.as_ref()));
+        }
+    }
+    let mut placeable: BTreeMap<&str, &Entry> = BTreeMap::new();
+    let mut blocked: BTreeSet<&str> = BTreeSet::new();
+    blocked.insert("/");
+    for (path, says) in &by_path {
+        let solid: Vec<(&str, &Entry)> = says
+            .iter()
+            .filter_map(|(n, e)| e.map(|e| (*n, e)))
+            .filter(|(_, e)| e.kind != Kind::Ghost)
+            .collect();
+        let all = says.iter().all(|(_, e)| e.is_some());
+        let agree = solid.windows(2).all(|w| {
+            let (a, b) = (w[0].1, w[1].1);
+            a.kind == b.kind && a.mode == b.mode && a.object == b.object
+        });
+        if all && !agree && solid.iter().all(|(_, e)| e.kind != Kind::Dir) {
+            let (a, b) = (solid[0].0, solid[1].0);
+            bail!("file {path} conflicts between attempted installs of {a} and {b}");
+        }
+        if all && agree {
+            if let Some((_, e)) = solid.first() {
+                placeable.insert(path, e);
+            }
+            continue;
+        }
+        // librpm installs this path: no directory at or above it is placed
+        // whole.
+        blocked.insert(path);
+        let mut p = *path;
+        while p != "/" {
+            p = parent(p);
+            if !blocked.insert(p) {
+                break;
+            }
+        }
+    }
+    // A placed entry is listed by its highest ancestor placed whole.
+    let mut covering: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut dirs = Vec::new();
+    let mut symlinks = Vec::new();
+    let mut files = Vec::new();
+    for (path, e) in &placeable {
+        // A directory librpm installs something below is made (with the
+        // mode every package gives it) but not skipped.
+        if !(e.kind == Kind::Dir && blocked.contains(path)) {
+            let mut top = *path;
+            while !blocked.contains(parent(top)) {
+                top = parent(top);
+            }
+            *covering.entry(top).or_default() += 1;
+        }
+        match &e.kind {
+            Kind::Dir => dirs.push((path.to_string(), e.mode)),
+            Kind::Symlink(t) => symlinks.push((path.to_string(), t.clone())),
+            Kind::File => files.push((
+                path.to_string(),
+                e.object.clone().expect("placeable files have objects"),
+                e.mode,
+            )),
+            Kind::Ghost => {}
+        }
+    }
+    let mut netshared: Vec<(&str, usize)> = covering.into_iter().collect();
+    netshared.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    Ok(Plan {
+        netshared: netshared.into_iter().map(|(p, _)| p.to_string()).collect(),
+        dirs,
+        symlinks,
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, kind: Kind, mode: u32, object: Option<&str>) -> (String, Option<Entry>) {
+        (
+            path.to_string(),
+            Some(Entry {
+                path: path.to_string(),
+                kind,
+                mode,
+                object: object.map(str::to_string),
+            }),
+        )
+    }
+
+    #[test]
+    fn directories_are_listed_whole_unless_librpm_installs_something_below() {
+        let a = Loaded {
+            nevra: "a-1-1.x86_64".into(),
+            entries: [
+                entry("/usr/bin", Kind::Dir, 0o40555, None),
+                entry("/usr/bin/a", Kind::File, 0o100755, Some("aa")),
+                entry("/usr/share/a", Kind::Dir, 0o40755, None),
+                entry("/usr/share/a/x", Kind::File, 0o100644, Some("bb")),
+                ("/usr/bin/ping".to_string(), None),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let plan = plan(&[a]).unwrap();
+        assert_eq!(plan.netshared, ["/usr/share", "/usr/bin/a"]);
+        assert_eq!(
+            plan.dirs,
+            [
+                ("/usr/bin".to_string(), 0o40555),
+                ("/usr/share/a".to_string(), 0o40755)
+            ]
+        );
+        assert_eq!(plan.files.len(), 2);
+    }
+
+    #[test]
+    fn differing_files_conflict_and_differing_directories_go_to_librpm() {
+        let a = Loaded {
+            nevra: "a-1-1.x86_64".into(),
+            entries: [
+                entry("/usr/lib/d", Kind::Dir, 0o40755, None),
+                entry("/usr/lib/f", Kind::File, 0o100644, Some("aa")),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let b = Loaded {
+            nevra: "b-1-1.x86_64".into(),
+            entries: [entry("/usr/lib/d", Kind::Dir, 0o40700, None)]
+                .into_iter()
+                .collect(),
+        };
+        let p = plan(&[a, b]).unwrap();
+        assert_eq!(p.netshared, ["/usr/lib/f"]);
+        let c = Loaded {
+            nevra: "c-1-1.x86_64".into(),
+            entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("cc"))]
+                .into_iter()
+                .collect(),
+        };
+        let a = Loaded {
+            nevra: "a-1-1.x86_64".into(),
+            entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("aa"))]
+                .into_iter()
+                .collect(),
+        };
+        let e = plan(&[a, c]).err().unwrap().to_string();
+        assert_eq!(
+            e,
+            "file /usr/lib/f conflicts between attempted installs of a-1-1.x86_64 and c-1-1.x86_64"
+        );
+    }
+}
