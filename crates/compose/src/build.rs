@@ -112,6 +112,8 @@ impl Build<'_> {
             sorted(resolved.packages())
         };
         c.policy
+            .clone()
+            .remembering(&c.wd.cache().join("verified"))
             .check(
                 &packages
                     .iter()
@@ -285,7 +287,7 @@ impl Build<'_> {
                 known: &installed.placed.known,
             },
         )?;
-        cache.repair(&touched)?;
+        cache.repair(&installed.placed, &touched)?;
         tracing::info!("committed {checksum}");
         Ok(checksum)
     }

@@ -491,3 +491,13 @@ fn sorted(packages: &[Package]) -> Vec<Package> {
     p.sort_by(|a, b| a.name.cmp(&b.name));
     p
 }
+
+/// Removes the package cache's indexes (in `index_dir`) that name objects
+/// the repository at `repo` no longer holds (after a prune); returns how
+/// many. A compose would read those packages again anyway.
+pub fn forget_pruned_packages(
+    index_dir: &std::path::Path,
+    repo: &std::path::Path,
+) -> Result<usize> {
+    pkgcache::Cache::new(index_dir, repo).forget_pruned()
+}

@@ -95,6 +95,7 @@ struct Entry {
 /// librpm's), by path.
 struct Loaded {
     nevra: String,
+    package: PathBuf,
     entries: BTreeMap<String, Option<Entry>>,
 }
 
@@ -106,13 +107,23 @@ pub(crate) struct Plan {
     /// listing them gives them.
     dirs: Vec<(String, u32)>,
     symlinks: Vec<(String, String)>,
-    /// Path, object, mode.
-    files: Vec<(String, String, u32)>,
+    files: Vec<PlannedFile>,
+}
+
+/// A regular file placed from its object.
+struct PlannedFile {
+    path: String,
+    object: String,
+    mode: u32,
+    /// A package holding it, to write the object again from.
+    package: PathBuf,
 }
 
 /// The placed files, for the commit.
 pub(crate) struct Placed {
     pub known: Known,
+    /// Each linked object: a package holding it, its path there, its mode.
+    sources: HashMap<String, (PathBuf, String, u32)>,
     pub linked: usize,
     pub copied: usize,
 }
@@ -190,8 +201,34 @@ impl Cache {
         }
         Ok(Loaded {
             nevra: input.nevra.to_string(),
+            package: input.path.to_path_buf(),
             entries,
         })
+    }
+
+    /// Removes the indexes that name objects the repository no longer
+    /// holds; returns how many.
+    pub(crate) fn forget_pruned(&self) -> Result<usize> {
+        let entries = match std::fs::read_dir(&self.index_dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => {
+                return Err(e).with_context(|| format!("reading {}", self.index_dir.display()))
+            }
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let path = entry?.path();
+            let Some(key) = path.file_stem().and_then(|k| k.to_str()) else {
+                continue;
+            };
+            if path.extension().is_some_and(|e| e == "json") && self.read_index(key).is_none() {
+                std::fs::remove_file(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 
     /// The index `key`, when every object it names is in the repository.
@@ -288,19 +325,7 @@ impl Cache {
             XattrFlags::empty(),
         )?;
         fd.set_permissions(std::fs::Permissions::from_mode(commit::object_mode(mode)))?;
-        rustix::fs::futimens(
-            fd,
-            &Timestamps {
-                last_access: Timespec {
-                    tv_sec: 0,
-                    tv_nsec: UTIME_OMIT,
-                },
-                last_modification: Timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
-            },
-        )?;
+        rustix::fs::futimens(fd, &mtime_zero())?;
         let dir = object.parent().expect("sharded");
         match std::fs::create_dir(dir) {
             Ok(()) => {}
@@ -323,7 +348,7 @@ impl Cache {
         let mut needed: BTreeSet<&str> = BTreeSet::new();
         let leaves = plan.dirs.iter().map(|(p, _)| p.as_str());
         let leaves = leaves.chain(plan.symlinks.iter().map(|(p, _)| parent(p)));
-        for p in leaves.chain(plan.files.iter().map(|(p, _, _)| parent(p))) {
+        for p in leaves.chain(plan.files.iter().map(|f| parent(&f.path))) {
             let mut p = p;
             while p != "/" && needed.insert(p) {
                 p = parent(p);
@@ -346,13 +371,14 @@ impl Cache {
             .files
             .iter()
             .enumerate()
-            .map(|(i, (_, c, _))| *first.entry(c.as_str()).or_insert(i) != i)
+            .map(|(i, f)| *first.entry(f.object.as_str()).or_insert(i) != i)
             .collect();
         let known: Vec<Option<((u64, u64), KnownFile)>> = plan
             .files
             .par_iter()
             .zip(copy.par_iter())
-            .map(|((path, checksum, mode), &copy)| {
+            .map(|(f, &copy)| {
+                let (path, checksum, mode) = (&f.path, &f.object, &f.mode);
                 let dest = at(path);
                 let object = self.object_path(checksum);
                 let copy_it = || -> Result<()> {
@@ -406,73 +432,116 @@ impl Cache {
                 .with_context(|| format!("setting the mode of {dir}"))?;
         }
         let known: Known = known.into_iter().flatten().collect();
+        let sources = plan
+            .files
+            .iter()
+            .map(|f| {
+                let source = (f.package.clone(), f.path.clone(), f.mode);
+                (f.object.clone(), source)
+            })
+            .collect();
         Ok(Placed {
             linked: known.len(),
             copied: plan.files.len() - known.len(),
             known,
+            sources,
         })
     }
 
-    /// Checks the objects the commit reported as touched (a file linked
-    /// from them was changed in place); one that no longer holds what its
-    /// checksum says is removed, and written again from its package by the
-    /// next compose that needs it (its index is dropped). Returns how many
-    /// were removed.
-    pub(crate) fn repair(&self, touched: &[String]) -> Result<usize> {
-        let mut removed = 0;
+    /// Puts back the objects the commit reported as touched (a file linked
+    /// from them was changed in place after it was placed): their metadata
+    /// when only that changed, else their content, read again from the
+    /// package. Earlier commits hold these objects. Returns how many were
+    /// written again.
+    pub(crate) fn repair(&self, placed: &Placed, touched: &[String]) -> Result<usize> {
+        let mut rewritten = 0;
         let empty = commit::no_xattrs();
         for checksum in touched.iter().collect::<BTreeSet<_>>() {
+            let Some((package, path, mode)) = placed.sources.get(checksum.as_str()) else {
+                bail!("the commit reported the object {checksum}, which no placed file came from");
+            };
             let object = self.object_path(checksum);
-            let intact = (|| -> std::io::Result<bool> {
-                let meta = strata_process::xattr::get(&object, c"user.ostreemeta")?;
-                let m = std::fs::symlink_metadata(&object)?;
-                let Some(meta) = meta else { return Ok(false) };
-                let v =
-                    glib::Variant::from_data::<(u32, u32, u32, Vec<(Vec<u8>, Vec<u8>)>), _>(meta);
-                let Some((uid, gid, mode, _)) = v.get::<(u32, u32, u32, Vec<(Vec<u8>, Vec<u8>)>)>()
-                else {
-                    return Ok(false);
-                };
-                let mode = u32::from_be(mode);
+            let content_whole = (|| -> std::io::Result<bool> {
                 let mut sha = Sha256::new();
-                sha.update(commit::file_header(
-                    u32::from_be(uid),
-                    u32::from_be(gid),
-                    mode,
-                    "",
-                    &empty,
-                ));
+                sha.update(commit::file_header(0, 0, *mode, "", &empty));
                 let mut f = std::fs::File::open(&object)?;
                 std::io::copy(&mut f, &mut Sha256Writer(&mut sha))?;
-                Ok(hex::encode(sha.finalize()) == **checksum
-                    && m.mode() & 0o7777 == commit::object_mode(mode) & 0o7777)
+                Ok(hex::encode(sha.finalize()) == **checksum)
             })()
             .unwrap_or(false);
-            if !intact {
-                tracing::warn!(
-                    object = %checksum,
-                    "a file linked from the package cache was changed in place; its object is written again"
-                );
-                std::fs::remove_file(&object)
-                    .with_context(|| format!("removing the changed object {}", object.display()))?;
-                removed += 1;
+            if content_whole {
+                self.set_object_metadata(&object, *mode, &empty)
+                    .with_context(|| format!("restoring the metadata of the object {checksum}"))?;
+                continue;
             }
-        }
-        if removed > 0 {
-            // The packages that held those objects are read again.
-            for entry in std::fs::read_dir(&self.index_dir)? {
-                let path = entry?.path();
-                if self.read_index_at(&path).is_none() {
-                    let _ = std::fs::remove_file(&path);
+            tracing::warn!(
+                "{path} was changed in place after the package cache placed it; its object {checksum} is written again from {}",
+                package.display()
+            );
+            std::fs::remove_file(&object)
+                .with_context(|| format!("removing the changed object {}", object.display()))?;
+            let mut reader = rpm::PackageReader::open(package)
+                .map_err(|e| anyhow!("{e}"))
+                .with_context(|| format!("reading {}", package.display()))?;
+            let mut restored = false;
+            while let Some(mut f) = reader.next_file().map_err(|e| anyhow!("{e}"))? {
+                if f.metadata.path().to_string_lossy() != *path {
+                    f.finish()?;
+                    continue;
                 }
+                let mut buf = Vec::new();
+                f.read_to_end(&mut buf)?;
+                let mut sha = Sha256::new();
+                sha.update(commit::file_header(0, 0, *mode, "", &empty));
+                sha.update(&buf);
+                if hex::encode(sha.finalize()) == **checksum {
+                    self.write_object(checksum, *mode, &buf, &empty)?;
+                    restored = true;
+                }
+                break;
             }
+            if !restored {
+                bail!(
+                    "the object {checksum} ({path}) was changed in place and {} no longer holds it",
+                    package.display()
+                );
+            }
+            rewritten += 1;
         }
-        Ok(removed)
+        Ok(rewritten)
     }
 
-    fn read_index_at(&self, path: &Path) -> Option<Index> {
-        let key = path.file_stem()?.to_str()?;
-        self.read_index(key)
+    /// An object's metadata as [`Cache::write_object`] gives it.
+    fn set_object_metadata(&self, object: &Path, mode: u32, xattrs: &glib::Variant) -> Result<()> {
+        let owner = std::fs::metadata(&self.objects)?;
+        std::os::unix::fs::lchown(object, Some(owner.uid()), Some(owner.gid()))?;
+        rustix::fs::lsetxattr(
+            object,
+            "user.ostreemeta",
+            &commit::ostreemeta(0, 0, mode, xattrs),
+            XattrFlags::empty(),
+        )?;
+        std::fs::set_permissions(
+            object,
+            std::fs::Permissions::from_mode(commit::object_mode(mode)),
+        )?;
+        rustix::fs::utimensat(CWD, object, &mtime_zero(), AtFlags::SYMLINK_NOFOLLOW)?;
+        Ok(())
+    }
+}
+
+/// Timestamps that set the modification time to 0 and leave the access
+/// time.
+fn mtime_zero() -> Timestamps {
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+        last_modification: Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
     }
 }
 
@@ -596,20 +665,20 @@ fn parent(p: &str) -> &str {
 /// librpm installs lies below a placed directory.
 fn plan(loaded: &[Loaded]) -> Result<Plan> {
     // Every package's say on each path.
-    let mut by_path: BTreeMap<&str, Vec<(&str, Option<&Entry>)>> = BTreeMap::new();
+    let mut by_path: BTreeMap<&str, Vec<(&Loaded, Option<&Entry>)>> = BTreeMap::new();
     for l in loaded {
         for (path, e) in &l.entries {
             by_path
                 .entry(path.as_str())
                 .or_default()
-                .push((l.nevra.as_str(), e.as_ref()));
+                .push((l, e.as_ref()));
         }
     }
-    let mut placeable: BTreeMap<&str, &Entry> = BTreeMap::new();
+    let mut placeable: BTreeMap<&str, (&Loaded, &Entry)> = BTreeMap::new();
     let mut blocked: BTreeSet<&str> = BTreeSet::new();
     blocked.insert("/");
     for (path, says) in &by_path {
-        let solid: Vec<(&str, &Entry)> = says
+        let solid: Vec<(&Loaded, &Entry)> = says
             .iter()
             .filter_map(|(n, e)| e.map(|e| (*n, e)))
             .filter(|(_, e)| e.kind != Kind::Ghost)
@@ -620,12 +689,12 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
             a.kind == b.kind && a.mode == b.mode && a.object == b.object
         });
         if all && !agree && solid.iter().all(|(_, e)| e.kind != Kind::Dir) {
-            let (a, b) = (solid[0].0, solid[1].0);
+            let (a, b) = (&solid[0].0.nevra, &solid[1].0.nevra);
             bail!("file {path} conflicts between attempted installs of {a} and {b}");
         }
         if all && agree {
-            if let Some((_, e)) = solid.first() {
-                placeable.insert(path, e);
+            if let Some(first) = solid.first() {
+                placeable.insert(path, *first);
             }
             continue;
         }
@@ -645,7 +714,7 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
     let mut dirs = Vec::new();
     let mut symlinks = Vec::new();
     let mut files = Vec::new();
-    for (path, e) in &placeable {
+    for (path, (from, e)) in &placeable {
         // A directory librpm installs something below is made (with the
         // mode every package gives it) but not skipped.
         if !(e.kind == Kind::Dir && blocked.contains(path)) {
@@ -658,11 +727,12 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
         match &e.kind {
             Kind::Dir => dirs.push((path.to_string(), e.mode)),
             Kind::Symlink(t) => symlinks.push((path.to_string(), t.clone())),
-            Kind::File => files.push((
-                path.to_string(),
-                e.object.clone().expect("placeable files have objects"),
-                e.mode,
-            )),
+            Kind::File => files.push(PlannedFile {
+                path: path.to_string(),
+                object: e.object.clone().expect("placeable files have objects"),
+                mode: e.mode,
+                package: from.package.clone(),
+            }),
             Kind::Ghost => {}
         }
     }
@@ -696,6 +766,7 @@ mod tests {
     fn directories_are_listed_whole_unless_librpm_installs_something_below() {
         let a = Loaded {
             nevra: "a-1-1.x86_64".into(),
+            package: PathBuf::new(),
             entries: [
                 entry("/usr/bin", Kind::Dir, 0o40555, None),
                 entry("/usr/bin/a", Kind::File, 0o100755, Some("aa")),
@@ -722,6 +793,7 @@ mod tests {
     fn differing_files_conflict_and_differing_directories_go_to_librpm() {
         let a = Loaded {
             nevra: "a-1-1.x86_64".into(),
+            package: PathBuf::new(),
             entries: [
                 entry("/usr/lib/d", Kind::Dir, 0o40755, None),
                 entry("/usr/lib/f", Kind::File, 0o100644, Some("aa")),
@@ -731,6 +803,7 @@ mod tests {
         };
         let b = Loaded {
             nevra: "b-1-1.x86_64".into(),
+            package: PathBuf::new(),
             entries: [entry("/usr/lib/d", Kind::Dir, 0o40700, None)]
                 .into_iter()
                 .collect(),
@@ -739,12 +812,14 @@ mod tests {
         assert_eq!(p.netshared, ["/usr/lib/f"]);
         let c = Loaded {
             nevra: "c-1-1.x86_64".into(),
+            package: PathBuf::new(),
             entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("cc"))]
                 .into_iter()
                 .collect(),
         };
         let a = Loaded {
             nevra: "a-1-1.x86_64".into(),
+            package: PathBuf::new(),
             entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("aa"))]
                 .into_iter()
                 .collect(),

@@ -1092,3 +1092,36 @@ fn a_zstream_downloads_only_the_layers_of_what_it_changed_and_gives_a_cold_compo
     assert_eq!(cold.ostree_commit, z.ostree_commit);
     assert_eq!(cold.digest, z.digest);
 }
+
+/// The package cache links the repository's own objects into the staging
+/// tree. A file a script changes in place there (appended to, its mode
+/// changed) is committed as changed, and the objects earlier commits hold
+/// stay whole.
+#[test]
+fn a_cached_file_a_script_changes_in_place_is_committed_changed_and_earlier_commits_keep_theirs() {
+    let _serial = serial();
+    let (shared, demo) = demo();
+    let d = tempfile::tempdir().unwrap();
+    let w = d.path().join("work");
+    run(Command::new("cp").arg("-a").arg(shared.path()).arg(&w));
+    let repo = format!("--repo={}", w.join("repo").display());
+    let (appended, chmodded) = ("/usr/share/awk/assert.awk", "/usr/share/awk/ord.awk");
+    let cat = |commit: &str| run(Command::new("ostree").args([&repo, "cat", commit, appended]));
+    let mode = |commit: &str| {
+        let line = run(Command::new("ostree").args([&repo, "ls", commit, chmodded]));
+        line.split_whitespace().next().unwrap().to_string()
+    };
+    let before = cat(&demo.ostree_commit);
+    let m = wrapper(
+        d.path(),
+        &format!(
+            "postprocess:\n  - |\n    echo appended >> {appended}\n    chmod 0600 {chmodded}\n"
+        ),
+    );
+    let r = compose_in(&w, &m).unwrap();
+    assert_eq!(cat(&r.ostree_commit), format!("{before}appended\n"));
+    assert_eq!(mode(&r.ostree_commit), "-00600");
+    assert_eq!(cat(&demo.ostree_commit), before);
+    assert_eq!(mode(&demo.ostree_commit), "-00644");
+    run(Command::new("ostree").args([&repo, "fsck"]));
+}

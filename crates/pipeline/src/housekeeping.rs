@@ -200,6 +200,9 @@ pub fn prune(root: &Path, keep: usize, dry_run: bool) -> Result<PruneResult> {
     let (objects, bytes) = prune_repo(&wd, &history, &kept)?;
     result.ostree_objects = objects;
     result.ostree_bytes = bytes;
+    // The package cache's indexes whose objects went with them.
+    let forgotten = strata_compose::forget_pruned_packages(&wd.package_cache(), &wd.repo())?;
+    tracing::info!("package cache: {forgotten} packages forgotten");
     Ok(result)
 }
 

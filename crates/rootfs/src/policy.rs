@@ -50,6 +50,9 @@ pub struct AllowedKey {
 pub struct Policy {
     pub repos: Vec<String>,
     pub keys: Vec<AllowedKey>,
+    /// Where the packages verified before are remembered (see
+    /// [`Policy::remembering`]).
+    remembered: Option<PathBuf>,
 }
 
 /// One package to check.
@@ -167,7 +170,19 @@ impl Policy {
         Ok(Self {
             repos,
             keys: keys.into_values().collect(),
+            remembered: None,
         })
+    }
+
+    /// The policy, remembering in `dir` each package file whose signature
+    /// and payload digest it verified, by the file's device, inode, size,
+    /// modification and change times and the key that verified it: a
+    /// later check of the same file, unchanged since, trusts that (the
+    /// repository rule is checked every time). A file changed in any way
+    /// has another change time, which no process can set back.
+    pub fn remembering(mut self, dir: &Path) -> Self {
+        self.remembered = Some(dir.to_path_buf());
+        self
     }
 
     /// Checks every candidate; returns all violations at once.
@@ -237,11 +252,85 @@ impl Policy {
                 })
             }
         };
+        let memo = self
+            .remembered
+            .as_deref()
+            .and_then(|dir| Verified::of(dir, &c.path, &key.fingerprint));
+        if memo.as_ref().is_some_and(Verified::recorded) {
+            return None;
+        }
         match pkg.verify(verifier) {
-            Ok(()) => None,
+            Ok(()) => {
+                if let Some(memo) = memo {
+                    memo.record(&c.path);
+                }
+                None
+            }
             Err(e) => Some(Rule::BadSignature {
                 detail: e.to_string(),
             }),
+        }
+    }
+}
+
+/// The record that one state of a package file verified with one key: an
+/// empty file named by the hash of both.
+struct Verified {
+    record: PathBuf,
+    identity: String,
+}
+
+impl Verified {
+    fn identity(path: &Path, fingerprint: &str) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(format!(
+            "{} {} {} {}.{} {}.{} {fingerprint}",
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        ))
+    }
+
+    fn of(dir: &Path, path: &Path, fingerprint: &str) -> Option<Verified> {
+        use sha2::{Digest, Sha256};
+        let identity = Self::identity(path, fingerprint)?;
+        let name = hex::encode(Sha256::digest(identity.as_bytes()));
+        Some(Verified {
+            record: dir.join(name),
+            identity,
+        })
+    }
+
+    fn recorded(&self) -> bool {
+        self.record.exists()
+    }
+
+    /// Records it, unless the file changed while it was verified or was
+    /// changed so recently that a change within the same clock tick could
+    /// go unseen.
+    fn record(self, path: &Path) {
+        let fingerprint = self.identity.rsplit(' ').next().unwrap_or_default();
+        use std::os::unix::fs::MetadataExt;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let settled = std::fs::metadata(path).is_ok_and(|m| now - m.ctime() >= 2);
+        if !settled || Self::identity(path, fingerprint).as_deref() != Some(&self.identity) {
+            return;
+        }
+        let written = self
+            .record
+            .parent()
+            .map(std::fs::create_dir_all)
+            .unwrap_or(Ok(()))
+            .and_then(|()| std::fs::write(&self.record, b""));
+        if let Err(e) = written {
+            tracing::debug!(record = %self.record.display(), error = %e, "policy: not remembered");
         }
     }
 }

@@ -492,3 +492,39 @@ fn import_sqlite(dir: &Path, stream: &[u8]) -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header blob with one tag: index length, data length, the index
+    /// entry (tag, type, offset, count), the data.
+    fn blob(tag: u32, kind: u32, data: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for w in [1, data.len() as u32, tag, kind, 0, data.len() as u32] {
+            b.extend_from_slice(&w.to_be_bytes());
+        }
+        b.extend_from_slice(data);
+        b
+    }
+
+    #[test]
+    fn net_shared_file_states_become_installed_and_nothing_else_changes() {
+        let mut b = blob(RPMTAG_FILESTATES, 2, &[0, 3, 2, 3, 1]);
+        net_shared_to_installed(&mut b).unwrap();
+        assert_eq!(b, blob(RPMTAG_FILESTATES, 2, &[0, 0, 2, 0, 1]));
+        let other = blob(1000, 2, &[3, 3]);
+        let mut b = other.clone();
+        net_shared_to_installed(&mut b).unwrap();
+        assert_eq!(b, other);
+    }
+
+    #[test]
+    fn a_header_whose_file_states_lie_beyond_it_is_refused() {
+        let mut b = blob(RPMTAG_FILESTATES, 2, &[3, 3]);
+        b.truncate(b.len() - 1);
+        assert!(net_shared_to_installed(&mut b).is_err());
+        let mut b = blob(RPMTAG_FILESTATES, 4, &[3, 3, 3, 3]);
+        assert!(net_shared_to_installed(&mut b).is_err());
+    }
+}
