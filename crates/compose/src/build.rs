@@ -46,6 +46,8 @@ struct Installed {
     report: strata_dnf::InstallReport,
     /// The files placed from the package cache.
     placed: pkgcache::Placed,
+    /// The indexes of the packages the cache stored now.
+    new_indexes: pkgcache::NewIndexes,
 }
 
 /// What postprocessing learned of the tree, for the commit and the record.
@@ -68,11 +70,27 @@ impl Build<'_> {
         let nodes = files::DeviceNodes::make(&c.root)?;
         let repo = commit::open_repo(&c.wd.repo())?;
         let cache = pkgcache::Cache::new(&c.wd.package_cache(), &c.wd.repo());
-        let installed = self.install(&cache)?;
+        let mut installed = self.install(&cache)?;
         let tree = self.postprocess(&installed.version, nodes)?;
-        let checksum = self.commit(&repo, &cache, &installed, &tree)?;
+        // Which package each file is (for the layers), read from a copy of
+        // the rpmdb beside the commit: both take about a second, and the
+        // commit of a z-stream's tree is mostly one thread.
+        let rpmdb = tempfile::tempdir_in(c.root.parent().unwrap_or(&c.root))
+            .context("creating a directory for a copy of the rpmdb")?;
+        copy_files(&c.root.join("usr/share/rpm"), rpmdb.path())?;
+        let history = ChangeHistory::load(&c.opts.workdir, &c.stream)?;
+        let (checksum, content) = std::thread::scope(|s| {
+            let content = s.spawn(|| content_map(rpmdb.path(), &tree.kernel.kver, &history));
+            let checksum = self.commit(&repo, &cache, &installed, &tree);
+            (checksum, content.join())
+        });
+        let checksum = checksum?;
+        let content =
+            content.map_err(|_| anyhow::anyhow!("reading the packages' files panicked"))??;
+        // The commit synced the objects: the indexes naming them may follow.
+        cache.remember(std::mem::take(&mut installed.new_indexes))?;
         let tag = format!("{}-{}", c.stream, installed.version);
-        let mut image = self.encapsulate(&checksum, &tag, &tree.kernel.kver)?;
+        let mut image = self.encapsulate(&checksum, &tag, content)?;
         self.record(&installed, tree, &checksum, &tag, &image)?;
         // Last: the tag and the ref follow the record. Killed before them, the
         // next compose finds the record's image or commit missing and builds
@@ -153,7 +171,7 @@ impl Build<'_> {
                 })
             })
             .collect();
-        let plan = cache
+        let mut plan = cache
             .plan(&inputs, !c.dnf_opts.nodocs)
             .context("reading the packages into the package cache")?;
         let placed = cache
@@ -187,6 +205,7 @@ impl Build<'_> {
             version,
             report,
             placed,
+            new_indexes: std::mem::take(&mut plan.new_indexes),
         })
     }
 
@@ -299,7 +318,7 @@ impl Build<'_> {
         &self,
         checksum: &str,
         tag: &str,
-        kver: &str,
+        content: strata_oscontainer::ContentMap,
     ) -> Result<strata_oscontainer::Encapsulated> {
         let c = self.c;
         let wd = c.wd;
@@ -315,18 +334,17 @@ impl Build<'_> {
         ]
         .into();
         enc.source_date_epoch = Some(self.sde);
-        let history = ChangeHistory::load(&c.opts.workdir, &c.stream)?;
-        enc.content = Some(content_map(&c.root.join("usr/share/rpm"), kver, &history)?);
+        enc.content = Some(content);
         enc.prior = prior_map;
         // Chunks unchanged since an earlier build keep their blobs.
         enc.layer_cache = Some(wd.layer_cache());
         // Tagged only once the build is recorded.
         enc.defer_tag = true;
-        // The staging tree is done with once its rpmdb is read: its files
-        // are the commit's objects by now, or copies of objects an earlier
-        // build made (after a z-stream, nearly all of them), whose blocks
-        // are freed. That takes seconds, so it goes on beside the layers
-        // instead of after them.
+        // The staging tree is done with: its files are the commit's
+        // objects by now (adopted, or linked from the package cache), or
+        // copies of objects an earlier build made, whose blocks are freed.
+        // That can take seconds, so it goes on beside the layers instead of
+        // after them.
         let image = std::thread::scope(|s| {
             s.spawn(|| {
                 let start = std::time::Instant::now();
@@ -425,4 +443,16 @@ fn pretty<T: Serialize>(v: &T) -> Vec<u8> {
 fn read_accounts(wd: &Workdir, stream: &str, version: &str) -> Option<Accounts> {
     let text = std::fs::read(wd.build_dir(stream, version).join("accounts.json")).ok()?;
     serde_json::from_slice(&text).ok()
+}
+
+/// Copies the regular files of `from` into `to` (a database directory).
+fn copy_files(from: &Path, to: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry.with_context(|| format!("reading {}", from.display()))?;
+        if entry.file_type()?.is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name()))
+                .with_context(|| format!("copying {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
 }

@@ -96,6 +96,8 @@ struct Entry {
 struct Loaded {
     nevra: String,
     package: PathBuf,
+    /// The index of a package stored now, by key.
+    new_index: Option<(String, Index)>,
     entries: BTreeMap<String, Option<Entry>>,
 }
 
@@ -108,7 +110,13 @@ pub(crate) struct Plan {
     dirs: Vec<(String, u32)>,
     symlinks: Vec<(String, String)>,
     files: Vec<PlannedFile>,
+    /// The indexes of the packages stored by this compose.
+    pub new_indexes: NewIndexes,
 }
+
+/// Indexes not written yet (see [`Cache::remember`]).
+#[derive(Default)]
+pub(crate) struct NewIndexes(Vec<(String, Index)>);
 
 /// A regular file placed from its object.
 struct PlannedFile {
@@ -143,11 +151,18 @@ impl Cache {
     pub(crate) fn plan(&self, inputs: &[Input<'_>], documentation: bool) -> Result<Plan> {
         std::fs::create_dir_all(&self.index_dir)
             .with_context(|| format!("creating {}", self.index_dir.display()))?;
-        let loaded: Vec<Loaded> = inputs
+        let mut loaded: Vec<Loaded> = inputs
             .par_iter()
             .map(|i| self.load(i, documentation))
             .collect::<Result<_>>()?;
-        plan(&loaded)
+        let mut plan = plan(&loaded)?;
+        plan.new_indexes = NewIndexes(
+            loaded
+                .iter_mut()
+                .filter_map(|l| l.new_index.take())
+                .collect(),
+        );
+        Ok(plan)
     }
 
     fn index_path(&self, key: &str) -> PathBuf {
@@ -175,10 +190,15 @@ impl Cache {
             .filter(|k| k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit()))
             .map(str::to_owned);
         let mut entries = entries(&metadata, documentation).with_context(what)?;
+        let mut new_index = None;
         let objects = match &key {
             Some(key) => match self.read_index(key) {
                 Some(index) => Some(index.files),
-                None => self.import(input, key).with_context(what)?,
+                None => self.import(input).with_context(what)?.map(|index| {
+                    let files = index.files.clone();
+                    new_index = Some((key.clone(), index));
+                    files
+                }),
             },
             None => None,
         };
@@ -203,6 +223,7 @@ impl Cache {
             nevra: input.nevra.to_string(),
             package: input.path.to_path_buf(),
             entries,
+            new_index,
         })
     }
 
@@ -246,10 +267,10 @@ impl Cache {
         whole.then_some(index)
     }
 
-    /// Stores the package's cacheable regular files as objects and writes
-    /// its index; `None` when its payload cannot be read here (librpm
-    /// installs it as usual).
-    fn import(&self, input: &Input<'_>, key: &str) -> Result<Option<BTreeMap<String, String>>> {
+    /// Stores the package's cacheable regular files as objects; returns its
+    /// index (written by [`Cache::remember`]), or `None` when its payload
+    /// cannot be read here (librpm installs it as usual).
+    fn import(&self, input: &Input<'_>) -> Result<Option<Index>> {
         let mut reader = match rpm::PackageReader::open(input.path) {
             Ok(r) => r,
             Err(e) => {
@@ -286,18 +307,27 @@ impl Cache {
                 .with_context(|| format!("storing {path} of {}", input.nevra))?;
             files.insert(path, checksum);
         }
-        let index = Index {
+        Ok(Some(Index {
             version: INDEX_VERSION,
             nevra: input.nevra.to_string(),
             files,
-        };
-        let path = self.index_path(key);
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.index_dir)
-            .with_context(|| format!("creating a file in {}", self.index_dir.display()))?;
-        tmp.write_all(&serde_json::to_vec(&index)?)?;
-        tmp.persist(&path)
-            .with_context(|| format!("writing {}", path.display()))?;
-        Ok(Some(index.files))
+        }))
+    }
+
+    /// Writes the indexes of the packages stored by this compose. Called
+    /// once the commit is durable (libostree syncs the filesystem when it
+    /// commits the transaction), so that no index outlives a crash that
+    /// lost the content of its objects.
+    pub(crate) fn remember(&self, indexes: NewIndexes) -> Result<()> {
+        for (key, index) in indexes.0 {
+            let path = self.index_path(&key);
+            let mut tmp = tempfile::NamedTempFile::new_in(&self.index_dir)
+                .with_context(|| format!("creating a file in {}", self.index_dir.display()))?;
+            tmp.write_all(&serde_json::to_vec(&index)?)?;
+            tmp.persist(&path)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
     }
 
     /// Writes `content` as the bare-user object `checksum` (as libostree's
@@ -362,10 +392,6 @@ impl Cache {
                 Err(e) => return Err(e).with_context(|| format!("creating {dir}")),
             }
         }
-        for (path, target) in &plan.symlinks {
-            std::os::unix::fs::symlink(target, at(path))
-                .with_context(|| format!("creating the symlink {path}"))?;
-        }
         let mut first: HashMap<&str, usize> = HashMap::new();
         let copy: Vec<bool> = plan
             .files
@@ -425,6 +451,14 @@ impl Cache {
                 )))
             })
             .collect::<Result<_>>()?;
+        // Symlinks after everything else: no path above stays a symlink
+        // while something is placed below it (a package's symlink to an
+        // absolute target must never lead a later write out of the root).
+        // One where a directory is already fails, as a conflict would.
+        for (path, target) in &plan.symlinks {
+            std::os::unix::fs::symlink(target, at(path))
+                .with_context(|| format!("creating the symlink {path}"))?;
+        }
         // Modes last: a directory without write permission still gets its
         // entries first.
         for (dir, mode) in plan.dirs.iter().rev() {
@@ -743,6 +777,7 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
         dirs,
         symlinks,
         files,
+        new_indexes: NewIndexes::default(),
     })
 }
 
@@ -767,6 +802,7 @@ mod tests {
         let a = Loaded {
             nevra: "a-1-1.x86_64".into(),
             package: PathBuf::new(),
+            new_index: None,
             entries: [
                 entry("/usr/bin", Kind::Dir, 0o40555, None),
                 entry("/usr/bin/a", Kind::File, 0o100755, Some("aa")),
@@ -794,6 +830,7 @@ mod tests {
         let a = Loaded {
             nevra: "a-1-1.x86_64".into(),
             package: PathBuf::new(),
+            new_index: None,
             entries: [
                 entry("/usr/lib/d", Kind::Dir, 0o40755, None),
                 entry("/usr/lib/f", Kind::File, 0o100644, Some("aa")),
@@ -804,6 +841,7 @@ mod tests {
         let b = Loaded {
             nevra: "b-1-1.x86_64".into(),
             package: PathBuf::new(),
+            new_index: None,
             entries: [entry("/usr/lib/d", Kind::Dir, 0o40700, None)]
                 .into_iter()
                 .collect(),
@@ -813,6 +851,7 @@ mod tests {
         let c = Loaded {
             nevra: "c-1-1.x86_64".into(),
             package: PathBuf::new(),
+            new_index: None,
             entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("cc"))]
                 .into_iter()
                 .collect(),
@@ -820,6 +859,7 @@ mod tests {
         let a = Loaded {
             nevra: "a-1-1.x86_64".into(),
             package: PathBuf::new(),
+            new_index: None,
             entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("aa"))]
                 .into_iter()
                 .collect(),
@@ -829,5 +869,35 @@ mod tests {
             e,
             "file /usr/lib/f conflicts between attempted installs of a-1-1.x86_64 and c-1-1.x86_64"
         );
+    }
+
+    #[test]
+    fn a_packaged_symlink_never_leads_a_placed_file_out_of_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let cache = Cache::new(&t.path().join("index"), &t.path().join("repo"));
+        let checksum = "ab".repeat(32);
+        let object = cache.object_path(&checksum);
+        std::fs::create_dir_all(object.parent().unwrap()).unwrap();
+        std::fs::write(&object, b"x").unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let plan = Plan {
+            netshared: Vec::new(),
+            dirs: Vec::new(),
+            symlinks: vec![("/usr/share/x".into(), outside.display().to_string())],
+            files: vec![PlannedFile {
+                path: "/usr/share/x/file".into(),
+                object: checksum,
+                mode: 0o100644,
+                package: PathBuf::new(),
+            }],
+            new_indexes: NewIndexes::default(),
+        };
+        let e = format!("{:#}", cache.place(&root, &plan).err().unwrap());
+        assert!(e.contains("creating the symlink /usr/share/x"), "{e}");
+        assert!(!outside.join("file").exists());
+        assert!(root.join("usr/share/x/file").is_file());
     }
 }

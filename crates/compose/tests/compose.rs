@@ -703,6 +703,23 @@ fn a_payload_altered_after_signing_fails_the_compose_naming_the_package() {
     .into_iter()
     .find(|p| p.exists())
     .unwrap();
+    let key = f.path(&f.info.release_key.path);
+    let m = wrapper(
+        d.path(),
+        &format!(
+            "repos:\n  - id: altered\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [altered]\npackages: [strata-altered-tool]\n",
+            repo.display(),
+            key.display()
+        ),
+    );
+    // Composed once unaltered, the package is remembered as verified (a
+    // file changed in the last 2 s is not)...
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let w = d.path().join("w");
+    compose_in(&w, &m).unwrap();
+    let remembered = std::fs::read_dir(w.join("cache/verified")).unwrap().count();
+    assert!(remembered > 0);
+    // ...and altered since, it is verified again.
     let mut bytes = std::fs::read(&rpm).unwrap();
     let at = bytes.len() - 64;
     bytes[at] ^= 0xff;
@@ -715,22 +732,15 @@ fn a_payload_altered_after_signing_fails_the_compose_naming_the_package() {
             .arg(&repo),
     )
     .unwrap();
-    let key = f.path(&f.info.release_key.path);
-    let m = wrapper(
-        d.path(),
-        &format!(
-            "repos:\n  - id: altered\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [altered]\npackages: [strata-altered-tool]\n",
-            repo.display(),
-            key.display()
-        ),
-    );
-    let w = d.path().join("w");
     let err = format!("{:#}", compose_in(&w, &m).unwrap_err());
     assert!(
         err.contains("strata-altered-tool-1.0-1.el8") && err.contains("digest"),
         "{err}"
     );
-    assert!(workdir_has_no_build(&w));
+    let fresh = d.path().join("fresh");
+    let err = format!("{:#}", compose_in(&fresh, &m).unwrap_err());
+    assert!(err.contains("strata-altered-tool-1.0-1.el8"), "{err}");
+    assert!(workdir_has_no_build(&fresh));
 }
 
 /// Bad input: one clear error each, and nothing recorded in the workdir.
