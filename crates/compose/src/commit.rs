@@ -14,7 +14,9 @@ use std::path::Path;
 
 mod objects;
 
-pub(crate) use objects::{file_header, no_xattrs, object_mode, ostreemeta, Known, KnownFile};
+pub(crate) use objects::{
+    file_header, mtime_zero, no_xattrs, object_mode, ostreemeta, Known, KnownFile,
+};
 
 use anyhow::{Context, Result};
 use ostree::gio;

@@ -41,7 +41,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use ostree::glib;
 use rayon::prelude::*;
 use rpm::{FileFlags, FileType, IndexSignatureTag, IndexTag};
-use rustix::fs::{AtFlags, Timespec, Timestamps, XattrFlags, CWD, UTIME_OMIT};
+use rustix::fs::{AtFlags, XattrFlags, CWD};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -355,7 +355,7 @@ impl Cache {
             XattrFlags::empty(),
         )?;
         fd.set_permissions(std::fs::Permissions::from_mode(commit::object_mode(mode)))?;
-        rustix::fs::futimens(fd, &mtime_zero())?;
+        rustix::fs::futimens(fd, &commit::mtime_zero())?;
         let dir = object.parent().expect("sharded");
         match std::fs::create_dir(dir) {
             Ok(()) => {}
@@ -559,23 +559,13 @@ impl Cache {
             object,
             std::fs::Permissions::from_mode(commit::object_mode(mode)),
         )?;
-        rustix::fs::utimensat(CWD, object, &mtime_zero(), AtFlags::SYMLINK_NOFOLLOW)?;
+        rustix::fs::utimensat(
+            CWD,
+            object,
+            &commit::mtime_zero(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )?;
         Ok(())
-    }
-}
-
-/// Timestamps that set the modification time to 0 and leave the access
-/// time.
-fn mtime_zero() -> Timestamps {
-    Timestamps {
-        last_access: Timespec {
-            tv_sec: 0,
-            tv_nsec: UTIME_OMIT,
-        },
-        last_modification: Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        },
     }
 }
 
@@ -797,22 +787,27 @@ mod tests {
         )
     }
 
-    #[test]
-    fn directories_are_listed_whole_unless_librpm_installs_something_below() {
-        let a = Loaded {
-            nevra: "a-1-1.x86_64".into(),
+    fn loaded<const N: usize>(nevra: &str, entries: [(String, Option<Entry>); N]) -> Loaded {
+        Loaded {
+            nevra: nevra.to_string(),
             package: PathBuf::new(),
             new_index: None,
-            entries: [
+            entries: entries.into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn directories_are_listed_whole_unless_librpm_installs_something_below() {
+        let a = loaded(
+            "a-1-1.x86_64",
+            [
                 entry("/usr/bin", Kind::Dir, 0o40555, None),
                 entry("/usr/bin/a", Kind::File, 0o100755, Some("aa")),
                 entry("/usr/share/a", Kind::Dir, 0o40755, None),
                 entry("/usr/share/a/x", Kind::File, 0o100644, Some("bb")),
                 ("/usr/bin/ping".to_string(), None),
-            ]
-            .into_iter()
-            .collect(),
-        };
+            ],
+        );
         let plan = plan(&[a]).unwrap();
         assert_eq!(plan.netshared, ["/usr/share", "/usr/bin/a"]);
         assert_eq!(
@@ -827,43 +822,27 @@ mod tests {
 
     #[test]
     fn differing_files_conflict_and_differing_directories_go_to_librpm() {
-        let a = Loaded {
-            nevra: "a-1-1.x86_64".into(),
-            package: PathBuf::new(),
-            new_index: None,
-            entries: [
+        let a = loaded(
+            "a-1-1.x86_64",
+            [
                 entry("/usr/lib/d", Kind::Dir, 0o40755, None),
                 entry("/usr/lib/f", Kind::File, 0o100644, Some("aa")),
-            ]
-            .into_iter()
-            .collect(),
-        };
-        let b = Loaded {
-            nevra: "b-1-1.x86_64".into(),
-            package: PathBuf::new(),
-            new_index: None,
-            entries: [entry("/usr/lib/d", Kind::Dir, 0o40700, None)]
-                .into_iter()
-                .collect(),
-        };
+            ],
+        );
+        let b = loaded(
+            "b-1-1.x86_64",
+            [entry("/usr/lib/d", Kind::Dir, 0o40700, None)],
+        );
         let p = plan(&[a, b]).unwrap();
         assert_eq!(p.netshared, ["/usr/lib/f"]);
-        let c = Loaded {
-            nevra: "c-1-1.x86_64".into(),
-            package: PathBuf::new(),
-            new_index: None,
-            entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("cc"))]
-                .into_iter()
-                .collect(),
-        };
-        let a = Loaded {
-            nevra: "a-1-1.x86_64".into(),
-            package: PathBuf::new(),
-            new_index: None,
-            entries: [entry("/usr/lib/f", Kind::File, 0o100644, Some("aa"))]
-                .into_iter()
-                .collect(),
-        };
+        let c = loaded(
+            "c-1-1.x86_64",
+            [entry("/usr/lib/f", Kind::File, 0o100644, Some("cc"))],
+        );
+        let a = loaded(
+            "a-1-1.x86_64",
+            [entry("/usr/lib/f", Kind::File, 0o100644, Some("aa"))],
+        );
         let e = plan(&[a, c]).err().unwrap().to_string();
         assert_eq!(
             e,

@@ -495,6 +495,11 @@ fn the_trees_own_selinux_policy_labels_it() {
             "{file}"
         );
     }
+    // Files the package cache linked are committed as labeled copies of
+    // their objects: every object holds what its checksum says.
+    run(Command::new("ostree")
+        .arg(format!("--repo={}", repo.display()))
+        .arg("fsck"));
 }
 
 /// Scriptlets allocate system ids at install time, in rpm's install order;

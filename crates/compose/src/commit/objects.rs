@@ -244,9 +244,15 @@ pub(super) fn write_tree(
             }
             let checksum =
                 checksum(leaf, path).with_context(|| format!("reading {}", path.display()))?;
+            // A linked file the commit gives other metadata (a label the
+            // tree's policy gives it): its object is a copy, made the same
+            // way, the linked one left as it is.
+            let linked = known.contains_key(&(leaf.meta.dev, leaf.meta.ino));
             let stored = leaf.target.is_none()
                 && (object_path(&objects, &checksum).exists()
-                    || (adoptable && adopt(leaf, path, &objects, &checksum)?));
+                    || (adoptable && adopt(leaf, path, &objects, &checksum)?)
+                    || (linked
+                        && adopt_copy(leaf, path, &repo_dir.join("tmp"), &objects, &checksum)?));
             Ok((checksum, stored))
         })
         .collect();
@@ -443,17 +449,7 @@ fn adopt(leaf: &Leaf, path: &Path, objects: &Path, checksum: &str) -> Result<boo
             XattrFlags::empty(),
         )?;
         rustix::fs::chmod(path, Mode::from_raw_mode(object_mode(leaf.meta.mode)))?;
-        let times = Timestamps {
-            last_access: Timespec {
-                tv_sec: 0,
-                tv_nsec: UTIME_OMIT,
-            },
-            last_modification: Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-        };
-        rustix::fs::utimensat(CWD, path, &times, AtFlags::SYMLINK_NOFOLLOW)?;
+        rustix::fs::utimensat(CWD, path, &mtime_zero(), AtFlags::SYMLINK_NOFOLLOW)?;
         match rustix::fs::mkdir(
             object.parent().expect("sharded"),
             Mode::from_raw_mode(0o755),
@@ -475,9 +471,40 @@ fn adopt(leaf: &Leaf, path: &Path, objects: &Path, checksum: &str) -> Result<boo
     }
 }
 
+/// Timestamps that set an object's modification time (0) and leave its
+/// access time.
+pub(crate) fn mtime_zero() -> Timestamps {
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: UTIME_OMIT,
+        },
+        last_modification: Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+    }
+}
+
 /// The mode of a bare-user object on disk, for a file of `mode`.
 pub(crate) fn object_mode(mode: u32) -> u32 {
     (mode & 0o775) | 0o400
+}
+
+/// Makes a copy of the file at `path` (in the kernel) in `tmp`, beside
+/// the objects, and [`adopt`]s the copy as the object `checksum`.
+fn adopt_copy(
+    leaf: &Leaf,
+    path: &Path,
+    tmp: &Path,
+    objects: &Path,
+    checksum: &str,
+) -> Result<bool> {
+    let copy = tempfile::NamedTempFile::new_in(tmp)
+        .with_context(|| format!("creating a file in {}", tmp.display()))?;
+    std::fs::copy(path, copy.path())
+        .with_context(|| format!("copying {} into {}", path.display(), tmp.display()))?;
+    adopt(leaf, copy.path(), objects, checksum)
 }
 
 /// Writes the leaf through libostree, which checks `checksum` against its
