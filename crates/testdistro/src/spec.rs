@@ -150,6 +150,9 @@ pub struct PkgSpec {
     pub files: Vec<FileSpec>,
     /// Seconds since the epoch: header build time and every file mtime.
     pub build_time: u32,
+    /// An xz payload, as RHEL 8's rpm writes (`w2.xzdio`); zstd (RHEL 9's)
+    /// otherwise.
+    pub xz_payload: bool,
 }
 
 impl PkgSpec {
@@ -172,6 +175,7 @@ impl PkgSpec {
             trans_file_triggers_in: Vec::new(),
             files: Vec::new(),
             build_time: 0,
+            xz_payload: false,
         }
     }
 
@@ -241,9 +245,14 @@ impl PkgSpec {
 
     fn to_package(&self, signer: Option<&rpm::signature::pgp::Signer>) -> Result<rpm::Package> {
         let time = Timestamp::from(self.build_time);
+        let compression = if self.xz_payload {
+            CompressionWithLevel::Xz(2)
+        } else {
+            CompressionWithLevel::Zstd(3)
+        };
         let config = rpm::BuildConfig::v4()
             .source_date(time)
-            .compression(CompressionWithLevel::Zstd(3));
+            .compression(compression);
         let mut b = rpm::PackageBuilder::new(
             &self.name,
             &self.version,
