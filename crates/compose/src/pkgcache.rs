@@ -21,7 +21,7 @@
 //! entries are listed one by one. Everything else is librpm's.
 //!
 //! The rpm database records skipped files as net-shared: compose rewrites
-//! that state to the normal one (`strata_rpmdb::convert_states`).
+//! that state to the normal one (`strata_rpmdb::convert_placed`).
 //!
 //! What it must not do:
 //! - let an object change: a tree file that is an object has no other link
@@ -30,7 +30,8 @@
 //!   committed from what it holds; its object is checked and written again
 //!   from the package ([`Cache::repair`]);
 //! - trust an index whose objects are gone (pruned): the package is read
-//!   again.
+//!   again; nor write an index before the commit synced its objects;
+//! - place anything below a symlink (symlinks are placed last).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{Read, Write};
@@ -369,8 +370,8 @@ impl Cache {
     }
 
     /// Places the plan's entries under `root` (which holds nothing of
-    /// theirs yet): directories, symlinks, and each object hard-linked once
-    /// (a second path with the same content gets a copy).
+    /// theirs yet): directories, then each object hard-linked once (a
+    /// second path with the same content gets a copy), then symlinks.
     pub(crate) fn place(&self, root: &Path, plan: &Plan) -> Result<Placed> {
         let at = |p: &str| root.join(p.trim_start_matches('/'));
         // Every directory needed, parents first; those no package lists
