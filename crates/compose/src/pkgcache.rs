@@ -106,9 +106,16 @@ struct Loaded {
 pub(crate) struct Plan {
     /// `%_netsharedpath`'s entries, those covering most entries first.
     pub netshared: Vec<String>,
-    /// Directories to make, parents first, with the mode every package
-    /// listing them gives them.
+    /// Directories placed whole (librpm skips them), parents first, with
+    /// the mode every package listing them gives them.
     dirs: Vec<(String, u32)>,
+    /// The mode of each directory librpm installs that every package
+    /// listing it agrees on: given to it when it is made as the parent of
+    /// a placed entry (librpm leaves the mode of a directory whose files
+    /// it all skipped as it finds it). One nothing is placed in is
+    /// librpm's alone: a documentation directory it leaves out with its
+    /// files is not made.
+    parent_modes: BTreeMap<String, u32>,
     symlinks: Vec<(String, String)>,
     files: Vec<PlannedFile>,
     /// The indexes of the packages stored by this compose.
@@ -385,6 +392,7 @@ impl Cache {
                 p = parent(p);
             }
         }
+        let mut modes: Vec<(&str, u32)> = Vec::new();
         for dir in &needed {
             match std::fs::create_dir(at(dir)) {
                 Ok(()) => std::fs::set_permissions(at(dir), std::fs::Permissions::from_mode(0o755))
@@ -392,7 +400,12 @@ impl Cache {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(e).with_context(|| format!("creating {dir}")),
             }
+            if let Some(mode) = plan.parent_modes.get(*dir) {
+                modes.push((dir, *mode));
+            }
         }
+        modes.extend(plan.dirs.iter().map(|(d, m)| (d.as_str(), *m)));
+        modes.sort();
         let mut first: HashMap<&str, usize> = HashMap::new();
         let copy: Vec<bool> = plan
             .files
@@ -462,7 +475,7 @@ impl Cache {
         }
         // Modes last: a directory without write permission still gets its
         // entries first.
-        for (dir, mode) in plan.dirs.iter().rev() {
+        for (dir, mode) in modes.iter().rev() {
             std::fs::set_permissions(at(dir), std::fs::Permissions::from_mode(mode & 0o7777))
                 .with_context(|| format!("setting the mode of {dir}"))?;
         }
@@ -737,18 +750,20 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
     // A placed entry is listed by its highest ancestor placed whole.
     let mut covering: BTreeMap<&str, usize> = BTreeMap::new();
     let mut dirs = Vec::new();
+    let mut parent_modes = BTreeMap::new();
     let mut symlinks = Vec::new();
     let mut files = Vec::new();
     for (path, (from, e)) in &placeable {
-        // A directory librpm installs something below is made (with the
-        // mode every package gives it) but not skipped.
-        if !(e.kind == Kind::Dir && blocked.contains(path)) {
-            let mut top = *path;
-            while !blocked.contains(parent(top)) {
-                top = parent(top);
-            }
-            *covering.entry(top).or_default() += 1;
+        // A directory librpm installs something below is not skipped.
+        if e.kind == Kind::Dir && blocked.contains(path) {
+            parent_modes.insert(path.to_string(), e.mode);
+            continue;
         }
+        let mut top = *path;
+        while !blocked.contains(parent(top)) {
+            top = parent(top);
+        }
+        *covering.entry(top).or_default() += 1;
         match &e.kind {
             Kind::Dir => dirs.push((path.to_string(), e.mode)),
             Kind::Symlink(t) => symlinks.push((path.to_string(), t.clone())),
@@ -766,6 +781,7 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
     Ok(Plan {
         netshared: netshared.into_iter().map(|(p, _)| p.to_string()).collect(),
         dirs,
+        parent_modes,
         symlinks,
         files,
         new_indexes: NewIndexes::default(),
@@ -811,13 +827,8 @@ mod tests {
         );
         let plan = plan(&[a]).unwrap();
         assert_eq!(plan.netshared, ["/usr/share", "/usr/bin/a"]);
-        assert_eq!(
-            plan.dirs,
-            [
-                ("/usr/bin".to_string(), 0o40555),
-                ("/usr/share/a".to_string(), 0o40755)
-            ]
-        );
+        assert_eq!(plan.dirs, [("/usr/share/a".to_string(), 0o40755)]);
+        assert_eq!(plan.parent_modes["/usr/bin"], 0o40555);
         assert_eq!(plan.files.len(), 2);
     }
 
@@ -866,6 +877,7 @@ mod tests {
         let plan = Plan {
             netshared: Vec::new(),
             dirs: Vec::new(),
+            parent_modes: BTreeMap::new(),
             symlinks: vec![("/usr/share/x".into(), outside.display().to_string())],
             files: vec![PlannedFile {
                 path: "/usr/share/x/file".into(),

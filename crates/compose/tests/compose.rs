@@ -1151,3 +1151,22 @@ fn a_cached_file_a_script_changes_in_place_is_committed_changed_and_earlier_comm
     assert_eq!(mode(&demo.ostree_commit), "-00644");
     run(Command::new("ostree").args([&repo, "fsck"]));
 }
+
+/// With `documentation: false` librpm leaves each package's documentation
+/// out, files and directories: the package cache makes none of them either.
+#[test]
+fn without_documentation_no_documentation_directory_is_made() {
+    let _serial = serial();
+    let d = tempfile::tempdir().unwrap();
+    let m = wrapper(d.path(), "documentation: false\n");
+    let w = d.path().join("work");
+    let r = compose_in(&w, &m).unwrap();
+    let listed = run(Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args(["ls", "-R", &r.ostree_commit, "/usr/share/doc"]));
+    let entries: Vec<&str> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    assert_eq!(entries, ["/usr/share/doc"], "{listed}");
+}
