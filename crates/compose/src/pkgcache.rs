@@ -286,7 +286,12 @@ impl Cache {
                 return Ok(None);
             }
         };
-        let linked_inside = hardlinked_inodes(&reader.metadata);
+        let listed = reader
+            .metadata
+            .get_file_entries()
+            .map_err(|e| anyhow!("reading the file list: {e}"))?;
+        let linked_inside = hardlinked_inodes(&reader.metadata, &listed);
+        drop(listed);
         let mut files = BTreeMap::new();
         let mut buf = Vec::new();
         let empty = commit::no_xattrs();
@@ -509,15 +514,8 @@ impl Cache {
                 bail!("the commit reported the object {checksum}, which no placed file came from");
             };
             let object = self.object_path(checksum);
-            let content_whole = (|| -> std::io::Result<bool> {
-                let mut sha = Sha256::new();
-                sha.update(commit::file_header(0, 0, *mode, "", &empty));
-                let mut f = std::fs::File::open(&object)?;
-                std::io::copy(&mut f, &mut Sha256Writer(&mut sha))?;
-                Ok(hex::encode(sha.finalize()) == **checksum)
-            })()
-            .unwrap_or(false);
-            if content_whole {
+            let header = commit::file_header(0, 0, *mode, "", &empty);
+            if commit::file_checksum(&header, &object).is_ok_and(|c| c == **checksum) {
                 self.set_object_metadata(&object, *mode, &empty)
                     .with_context(|| format!("restoring the metadata of the object {checksum}"))?;
                 continue;
@@ -528,31 +526,15 @@ impl Cache {
             );
             std::fs::remove_file(&object)
                 .with_context(|| format!("removing the changed object {}", object.display()))?;
-            let mut reader = rpm::PackageReader::open(package)
-                .map_err(|e| anyhow!("{e}"))
-                .with_context(|| format!("reading {}", package.display()))?;
-            let mut restored = false;
-            while let Some(mut f) = reader.next_file().map_err(|e| anyhow!("{e}"))? {
-                if f.metadata.path().to_string_lossy() != *path {
-                    f.finish()?;
-                    continue;
-                }
-                let mut buf = Vec::new();
-                f.read_to_end(&mut buf)?;
-                let mut sha = Sha256::new();
-                sha.update(commit::file_header(0, 0, *mode, "", &empty));
-                sha.update(&buf);
-                if hex::encode(sha.finalize()) == **checksum {
-                    self.write_object(checksum, *mode, &buf, &empty)?;
-                    restored = true;
-                }
-                break;
-            }
-            if !restored {
-                bail!(
-                    "the object {checksum} ({path}) was changed in place and {} no longer holds it",
-                    package.display()
-                );
+            // Storing the package again writes the objects it lacks.
+            let name = package.display().to_string();
+            self.import(&Input {
+                nevra: &name,
+                path: package,
+            })
+            .with_context(|| format!("reading {name} again"))?;
+            if !object.exists() {
+                bail!("the object {checksum} ({path}) was changed in place and {name} no longer holds it");
             }
             rewritten += 1;
         }
@@ -583,28 +565,16 @@ impl Cache {
     }
 }
 
-struct Sha256Writer<'a>(&'a mut Sha256);
-
-impl Write for Sha256Writer<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 fn valid_checksum(c: &str) -> bool {
     c.len() == 64 && c.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The paths of a package's regular files that share an inode with
 /// another of its files (rpm's hard-link sets): librpm installs those.
-fn hardlinked_inodes(metadata: &rpm::PackageMetadata) -> BTreeSet<String> {
-    let Ok(entries) = metadata.get_file_entries() else {
-        return BTreeSet::new();
-    };
+fn hardlinked_inodes(
+    metadata: &rpm::PackageMetadata,
+    entries: &[rpm::FileEntry<'_>],
+) -> BTreeSet<String> {
     let inodes = metadata
         .header
         .get_entry_data_as_u32_array(IndexTag::RPMTAG_FILEINODES)
@@ -671,12 +641,12 @@ fn entries(
     metadata: &rpm::PackageMetadata,
     documentation: bool,
 ) -> Result<BTreeMap<String, Option<Entry>>> {
-    let linked_inside = hardlinked_inodes(metadata);
-    let mut out = BTreeMap::new();
-    for e in metadata
+    let listed = metadata
         .get_file_entries()
-        .map_err(|e| anyhow!("reading the file list: {e}"))?
-    {
+        .map_err(|e| anyhow!("reading the file list: {e}"))?;
+    let linked_inside = hardlinked_inodes(metadata, &listed);
+    let mut out = BTreeMap::new();
+    for e in listed {
         let path = e.path().to_string_lossy().into_owned();
         let kind = cacheable(&path, &e)
             .filter(|_| documentation || !e.flags().contains(FileFlags::DOC))

@@ -278,6 +278,7 @@ impl Policy {
 struct Verified {
     record: PathBuf,
     identity: String,
+    fingerprint: String,
 }
 
 impl Verified {
@@ -303,6 +304,7 @@ impl Verified {
         Some(Verified {
             record: dir.join(name),
             identity,
+            fingerprint: fingerprint.to_string(),
         })
     }
 
@@ -314,13 +316,12 @@ impl Verified {
     /// changed so recently that a change within the same clock tick could
     /// go unseen.
     fn record(self, path: &Path) {
-        let fingerprint = self.identity.rsplit(' ').next().unwrap_or_default();
         use std::os::unix::fs::MetadataExt;
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let settled = std::fs::metadata(path).is_ok_and(|m| now - m.ctime() >= 2);
-        if !settled || Self::identity(path, fingerprint).as_deref() != Some(&self.identity) {
+        if !settled || Self::identity(path, &self.fingerprint).as_deref() != Some(&self.identity) {
             return;
         }
         let written = self

@@ -392,20 +392,27 @@ fn adoptable(leaves: &[Leaf]) -> Vec<bool> {
 
 /// The leaf's ostree checksum: SHA-256 of its header and content.
 fn checksum(leaf: &Leaf, path: &Path) -> std::io::Result<String> {
-    let mut sha = Sha256::new();
-    sha.update(leaf.header());
-    if leaf.target.is_none() {
-        thread_local! {
-            static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);
-        }
-        let mut f = std::fs::File::open(path)?;
-        BUF.with_borrow_mut(|buf| loop {
-            match f.read(buf)? {
-                0 => return Ok::<_, std::io::Error>(()),
-                n => sha.update(&buf[..n]),
-            }
-        })?;
+    match leaf.target {
+        None => file_checksum(&leaf.header(), path),
+        Some(_) => Ok(hex::encode(Sha256::digest(leaf.header()))),
     }
+}
+
+/// The ostree checksum of the regular file at `path` given its file
+/// `header` ([`file_header`]): SHA-256 of the header, then the content.
+pub(crate) fn file_checksum(header: &[u8], path: &Path) -> std::io::Result<String> {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);
+    }
+    let mut sha = Sha256::new();
+    sha.update(header);
+    let mut f = std::fs::File::open(path)?;
+    BUF.with_borrow_mut(|buf| loop {
+        match f.read(buf)? {
+            0 => return Ok::<_, std::io::Error>(()),
+            n => sha.update(&buf[..n]),
+        }
+    })?;
     Ok(hex::encode(sha.finalize()))
 }
 
