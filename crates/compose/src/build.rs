@@ -185,6 +185,7 @@ impl Build<'_> {
             "package cache: files placed"
         );
         let mut options = c.dnf_opts.clone();
+        options.substitutes = std::mem::take(&mut plan.substitutes);
         if !plan.netshared.is_empty() {
             options
                 .rpm_macros

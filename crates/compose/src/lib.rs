@@ -26,6 +26,7 @@ mod build;
 mod chunks;
 mod commit;
 mod lockfile;
+mod payload;
 mod pkgcache;
 
 use strata_rootfs::{files, passwd, policy};

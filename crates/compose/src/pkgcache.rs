@@ -23,6 +23,11 @@
 //! The rpm database records skipped files as net-shared: compose rewrites
 //! that state to the normal one (`strata_rpmdb::convert_placed`).
 //!
+//! librpm reads a package's substitute (written when the package is
+//! stored, see [`crate::payload`]) instead of the package when every file
+//! the package stored is placed: it then decompresses zeros, not the
+//! content, to get past what it skips.
+//!
 //! What it must not do:
 //! - let an object change: a tree file that is an object has no other link
 //!   in the tree (a second path with the same content gets a copy), and a
@@ -47,6 +52,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::commit::{self, Known, KnownFile};
+use crate::payload;
 
 /// The format of an index file; another one is read again from the package.
 const INDEX_VERSION: u32 = 1;
@@ -100,6 +106,10 @@ struct Loaded {
     /// The index of a package stored now, by key.
     new_index: Option<(String, Index)>,
     entries: BTreeMap<String, Option<Entry>>,
+    /// Its substitute, and the stored files librpm would install (all but
+    /// the documentation it leaves out): it may read the substitute when
+    /// every one of them is placed.
+    substitute: Option<(PathBuf, Vec<String>)>,
 }
 
 /// What is placed before the install, and what librpm is told to skip.
@@ -120,6 +130,8 @@ pub(crate) struct Plan {
     files: Vec<PlannedFile>,
     /// The indexes of the packages stored by this compose.
     pub new_indexes: NewIndexes,
+    /// The packages librpm reads from their substitutes, by NEVRA.
+    pub substitutes: Vec<(String, PathBuf)>,
 }
 
 /// Indexes not written yet (see [`Cache::remember`]).
@@ -177,6 +189,12 @@ impl Cache {
         self.index_dir.join(format!("{key}.json"))
     }
 
+    /// The package's substitute: its headers, and a payload without the
+    /// files its index names.
+    fn substitute_path(&self, key: &str) -> PathBuf {
+        self.index_dir.join(format!("{key}.rpm"))
+    }
+
     fn object_path(&self, checksum: &str) -> PathBuf {
         self.objects
             .join(&checksum[..2])
@@ -197,16 +215,19 @@ impl Cache {
             .ok()
             .filter(|k| k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit()))
             .map(str::to_owned);
-        let mut entries = entries(&metadata, documentation).with_context(what)?;
+        let (mut entries, undocumented) = entries(&metadata, documentation).with_context(what)?;
         let mut new_index = None;
         let objects = match &key {
             Some(key) => match self.read_index(key) {
                 Some(index) => Some(index.files),
-                None => self.import(input).with_context(what)?.map(|index| {
-                    let files = index.files.clone();
-                    new_index = Some((key.clone(), index));
-                    files
-                }),
+                None => self
+                    .import(input, Some(key))
+                    .with_context(what)?
+                    .map(|index| {
+                        let files = index.files.clone();
+                        new_index = Some((key.clone(), index));
+                        files
+                    }),
             },
             None => None,
         };
@@ -227,11 +248,22 @@ impl Cache {
                 *e = None;
             }
         }
+        // The substitute holds none of the stored files: librpm may read it
+        // only when it installs none of them.
+        let substitute = key
+            .map(|k| self.substitute_path(&k))
+            .filter(|p| p.exists())
+            .map(|p| {
+                let stored = objects.iter().flat_map(BTreeMap::keys);
+                let required = stored.filter(|f| !undocumented.contains(*f)).cloned();
+                (p, required.collect())
+            });
         Ok(Loaded {
             nevra: input.nevra.to_string(),
             package: input.path.to_path_buf(),
             entries,
             new_index,
+            substitute,
         })
     }
 
@@ -245,16 +277,26 @@ impl Cache {
                 return Err(e).with_context(|| format!("reading {}", self.index_dir.display()))
             }
         };
+        let mut paths = entries
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        // Indexes first (`json` before `rpm`): a substitute goes with its.
+        paths.sort_by(|a, b| a.extension().cmp(&b.extension()));
         let mut removed = 0;
-        for entry in entries {
-            let path = entry?.path();
+        for path in paths {
             let Some(key) = path.file_stem().and_then(|k| k.to_str()) else {
                 continue;
             };
-            if path.extension().is_some_and(|e| e == "json") && self.read_index(key).is_none() {
+            let stale = match path.extension().and_then(|e| e.to_str()) {
+                Some("json") => self.read_index(key).is_none(),
+                // A substitute is read only beside its index.
+                Some("rpm") => !self.index_path(key).exists(),
+                _ => false,
+            };
+            if stale {
                 std::fs::remove_file(&path)
                     .with_context(|| format!("removing {}", path.display()))?;
-                removed += 1;
+                removed += usize::from(path.extension().is_some_and(|e| e == "json"));
             }
         }
         Ok(removed)
@@ -277,41 +319,54 @@ impl Cache {
 
     /// Stores the package's cacheable regular files as objects; returns its
     /// index (written by [`Cache::remember`]), or `None` when its payload
-    /// cannot be read here (librpm installs it as usual).
-    fn import(&self, input: &Input<'_>) -> Result<Option<Index>> {
-        let mut reader = match rpm::PackageReader::open(input.path) {
-            Ok(r) => r,
+    /// cannot be read here (librpm installs it as usual). With `key`, also
+    /// writes the package's substitute ([`crate::payload`]).
+    fn import(&self, input: &Input<'_>, key: Option<&str>) -> Result<Option<Index>> {
+        let mut package = std::io::BufReader::new(std::fs::File::open(input.path)?);
+        let metadata = match rpm::PackageMetadata::parse(&mut package) {
+            Ok(m) => m,
             Err(e) => {
-                tracing::debug!(package = input.nevra, error = %e, "package cache: payload not readable here; librpm installs it");
+                tracing::debug!(package = input.nevra, error = %e, "package cache: headers not readable here; librpm installs it");
                 return Ok(None);
             }
         };
-        let listed = reader
-            .metadata
+        let headers = std::io::Seek::stream_position(&mut package)?;
+        let listed = metadata
             .get_file_entries()
             .map_err(|e| anyhow!("reading the file list: {e}"))?;
-        let linked_inside = hardlinked_inodes(&reader.metadata, &listed);
-        drop(listed);
+        let linked_inside = hardlinked_inodes(&metadata, &listed);
+        let by_path: HashMap<String, &rpm::FileEntry<'_>> = listed
+            .iter()
+            .map(|e| (e.path().to_string_lossy().into_owned(), e))
+            .collect();
+        let substitute = tempfile::NamedTempFile::new_in(&self.index_dir)
+            .with_context(|| format!("creating a file in {}", self.index_dir.display()))?;
+        let mut head = std::fs::File::open(input.path)?.take(headers);
+        let out = substitute.as_file().try_clone()?;
+        let Some(mut split) = payload::Split::open(&metadata, package, &mut head, out)? else {
+            tracing::debug!(
+                package = input.nevra,
+                "package cache: payload not readable here; librpm installs it"
+            );
+            return Ok(None);
+        };
         let mut files = BTreeMap::new();
         let mut buf = Vec::new();
         let empty = commit::no_xattrs();
-        while let Some(mut f) = reader.next_file().map_err(|e| anyhow!("{e}"))? {
-            let m = &f.metadata;
-            let path = m.path().to_string_lossy().into_owned();
-            let cacheable =
-                cacheable(&path, m) == Some(Kind::File) && !linked_inside.contains(&path);
-            let (mode, size) = (u32::from(m.mode().raw_mode()), m.size());
+        while let Some((path, size)) = split.next()? {
+            let Some(e) = by_path.get(&path) else {
+                bail!("the payload holds {path}, which the package's file list does not name");
+            };
+            // A member of a hard-link set whose content is elsewhere has
+            // another size.
+            let cacheable = cacheable(&path, e) == Some(Kind::File)
+                && !linked_inside.contains(&path)
+                && size == e.size() as u64;
             if !cacheable {
-                f.finish().with_context(|| format!("reading {path}"))?;
                 continue;
             }
-            buf.clear();
-            f.read_to_end(&mut buf)
-                .with_context(|| format!("reading {path}"))?;
-            if buf.len() != size {
-                // A member of a hard-link set whose content is elsewhere.
-                continue;
-            }
+            split.take(&mut buf)?;
+            let mode = u32::from(e.mode().raw_mode());
             let mut sha = Sha256::new();
             sha.update(commit::file_header(0, 0, mode, "", &empty));
             sha.update(&buf);
@@ -319,6 +374,13 @@ impl Cache {
             self.write_object(&checksum, mode, &buf, &empty)
                 .with_context(|| format!("storing {path} of {}", input.nevra))?;
             files.insert(path, checksum);
+        }
+        split.finish()?;
+        if let Some(key) = key {
+            let path = self.substitute_path(key);
+            substitute
+                .persist(&path)
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(Some(Index {
             version: INDEX_VERSION,
@@ -528,10 +590,13 @@ impl Cache {
                 .with_context(|| format!("removing the changed object {}", object.display()))?;
             // Storing the package again writes the objects it lacks.
             let name = package.display().to_string();
-            self.import(&Input {
-                nevra: &name,
-                path: package,
-            })
+            self.import(
+                &Input {
+                    nevra: &name,
+                    path: package,
+                },
+                None,
+            )
             .with_context(|| format!("reading {name} again"))?;
             if !object.exists() {
                 bail!("the object {checksum} ({path}) was changed in place and {name} no longer holds it");
@@ -636,18 +701,23 @@ fn cacheable(path: &str, e: &rpm::FileEntry<'_>) -> Option<Kind> {
     }
 }
 
-/// The package's file list: placeable entries and the others.
+/// The package's file list: placeable entries and the others; and the
+/// documentation librpm leaves out.
 fn entries(
     metadata: &rpm::PackageMetadata,
     documentation: bool,
-) -> Result<BTreeMap<String, Option<Entry>>> {
+) -> Result<(BTreeMap<String, Option<Entry>>, BTreeSet<String>)> {
     let listed = metadata
         .get_file_entries()
         .map_err(|e| anyhow!("reading the file list: {e}"))?;
     let linked_inside = hardlinked_inodes(metadata, &listed);
     let mut out = BTreeMap::new();
+    let mut undocumented = BTreeSet::new();
     for e in listed {
         let path = e.path().to_string_lossy().into_owned();
+        if !documentation && e.flags().contains(FileFlags::DOC) {
+            undocumented.insert(path.clone());
+        }
         let kind = cacheable(&path, &e)
             .filter(|_| documentation || !e.flags().contains(FileFlags::DOC))
             .filter(|k| *k != Kind::File || !linked_inside.contains(&path));
@@ -659,7 +729,7 @@ fn entries(
         });
         out.insert(path, entry);
     }
-    Ok(out)
+    Ok((out, undocumented))
 }
 
 fn parent(p: &str) -> &str {
@@ -748,6 +818,14 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
     }
     let mut netshared: Vec<(&str, usize)> = covering.into_iter().collect();
     netshared.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let substitutes = loaded
+        .iter()
+        .filter_map(|l| {
+            let (path, required) = l.substitute.as_ref()?;
+            let all_placed = required.iter().all(|f| placeable.contains_key(f.as_str()));
+            all_placed.then(|| (l.nevra.clone(), path.clone()))
+        })
+        .collect();
     Ok(Plan {
         netshared: netshared.into_iter().map(|(p, _)| p.to_string()).collect(),
         dirs,
@@ -755,6 +833,7 @@ fn plan(loaded: &[Loaded]) -> Result<Plan> {
         symlinks,
         files,
         new_indexes: NewIndexes::default(),
+        substitutes,
     })
 }
 
@@ -780,6 +859,7 @@ mod tests {
             package: PathBuf::new(),
             new_index: None,
             entries: entries.into_iter().collect(),
+            substitute: None,
         }
     }
 
@@ -800,6 +880,40 @@ mod tests {
         assert_eq!(plan.dirs, [("/usr/share/a".to_string(), 0o40755)]);
         assert_eq!(plan.parent_modes["/usr/bin"], 0o40555);
         assert_eq!(plan.files.len(), 2);
+    }
+
+    #[test]
+    fn a_package_reads_its_substitute_only_when_every_file_it_stored_is_placed() {
+        let with = |l: Loaded, required: &[&str]| Loaded {
+            substitute: Some((
+                PathBuf::from(format!("/cache/{}.rpm", l.nevra)),
+                required.iter().map(|f| f.to_string()).collect(),
+            )),
+            ..l
+        };
+        let a = loaded(
+            "a-1-1.x86_64",
+            [
+                entry("/usr/lib/f", Kind::File, 0o100644, Some("aa")),
+                entry("/usr/lib/g", Kind::File, 0o100644, Some("bb")),
+            ],
+        );
+        // b ships /usr/lib/g as librpm's (as %config, say): librpm
+        // installs it, so a must give librpm its whole payload.
+        let b = loaded("b-1-1.x86_64", [("/usr/lib/g".to_string(), None)]);
+        let c = loaded(
+            "c-1-1.x86_64",
+            [entry("/usr/lib/h", Kind::File, 0o100644, Some("cc"))],
+        );
+        let p = plan(&[
+            with(a, &["/usr/lib/f", "/usr/lib/g"]),
+            with(b, &[]),
+            with(c, &["/usr/lib/h"]),
+        ])
+        .unwrap();
+        let substituted: Vec<&str> = p.substitutes.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(substituted, ["b-1-1.x86_64", "c-1-1.x86_64"]);
+        assert_eq!(p.substitutes[1].1, Path::new("/cache/c-1-1.x86_64.rpm"));
     }
 
     #[test]
@@ -856,6 +970,7 @@ mod tests {
                 package: PathBuf::new(),
             }],
             new_indexes: NewIndexes::default(),
+            substitutes: Vec::new(),
         };
         let e = format!("{:#}", cache.place(&root, &plan).err().unwrap());
         assert!(e.contains("creating the symlink /usr/share/x"), "{e}");

@@ -729,12 +729,17 @@ fn a_payload_altered_after_signing_fails_the_compose_naming_the_package() {
     compose_in(&w, &m).unwrap();
     let remembered = std::fs::read_dir(w.join("cache/verified")).unwrap().count();
     assert!(remembered > 0);
-    let cached = std::fs::read_dir(w.join("cache/packages"))
+    let (index, cached) = std::fs::read_dir(w.join("cache/packages"))
         .unwrap()
-        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-        .find(|index| index.contains("strata-altered-tool-1.0-1.el8"))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| (p.clone(), std::fs::read_to_string(p).unwrap()))
+        .find(|(_, index)| index.contains("strata-altered-tool-1.0-1.el8"))
         .expect("the xz package's index");
     assert!(cached.contains("/usr/bin/strata-altered-tool"), "{cached}");
+    // Beside it, the substitute librpm read: xz, as the package.
+    let substitute = std::fs::read(index.with_extension("rpm")).unwrap();
+    assert!(substitute.windows(6).any(|w| w == b"\xfd7zXZ\0"));
     // ...and altered since, it is verified again.
     let mut bytes = std::fs::read(&rpm).unwrap();
     let at = bytes.len() - 64;

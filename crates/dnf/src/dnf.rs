@@ -76,6 +76,9 @@ struct Layout {
     solv: PathBuf,
     /// Parent of each context's private reposdir and lock dir.
     run: PathBuf,
+    /// The package files librpm opens when some are substituted, during
+    /// a commit (see `substitutes`).
+    substitutes: PathBuf,
 }
 
 impl Layout {
@@ -85,6 +88,7 @@ impl Layout {
             metadata: base.join("metadata"),
             solv: base.join("solv"),
             run: base.join("run"),
+            substitutes: base.join("substitutes"),
         }
     }
 }
@@ -544,6 +548,26 @@ impl Resolved<'_> {
         Ok(())
     }
 
+    /// Checks that each package libdnf is about to install leads to a file,
+    /// as libdnf derives its path now: on fresh package objects, as the
+    /// commit makes them.
+    fn check_files(&self) -> Result<()> {
+        let fresh = self.goal.packages(GoalList::Incoming);
+        self.tx.ensure_repos(&fresh)?;
+        for i in 0..fresh.len() {
+            if let Some(path) = fresh.file_name(i) {
+                if !path.exists() {
+                    return Err(Error::InvalidOptions(format!(
+                        "{} would be read from {}, which does not exist",
+                        fresh.package(i).nevra,
+                        path.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Downloads and verifies (if not done yet), then runs the rpm
     /// transaction into the install root. Scriptlets run chrooted into the
     /// root, which requires running as root.
@@ -557,12 +581,27 @@ impl Resolved<'_> {
         if let Some(list) = &self.incoming {
             let root = &self.options.install_root;
             let litter = LibdnfLitter::before_commit(root, list);
+            let layout = Layout::new(&self.options.cache_dir);
+            let redirect = crate::substitutes::Redirect::apply(
+                self.options,
+                &layout.substitutes,
+                list,
+                &self.packages,
+            )?;
+            if let Some(r) = &redirect {
+                self.check_files()?;
+                tracing::debug!(packages = r.used, "librpm reads substitutes");
+            }
             let output = OutputCapture::start();
             let watch = ffi::ScriptletWatch::start();
             let committed = self.tx.commit(&self.goal);
             let failures = watch.finish();
             let tail = output.map(OutputCapture::finish).unwrap_or_default();
             committed.map_err(|e| explain_full(root, e))?;
+            if let Some(r) = &redirect {
+                // libdnf keeps no downloaded package (its `keepcache`).
+                r.committed(&layout.metadata, false);
+            }
             let (ignored, fatal): (Vec<String>, Vec<String>) =
                 failures.into_iter().partition(|f| {
                     let package = parse_scriptlet_failure(f).1;

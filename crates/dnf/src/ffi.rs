@@ -566,6 +566,31 @@ impl PackageList<'_> {
         }
     }
 
+    /// Where libdnf reads package `i`'s file from, once
+    /// [`Transaction::ensure_repos`] attached it to its repository: the
+    /// repository, and the package's location there. `None` for a package
+    /// with no repository (a local file) or with a base URL of its own
+    /// (its file is not found through the repository's paths).
+    pub(crate) fn source(&self, i: usize) -> Option<(Repo<'_>, String)> {
+        let p = self.get(i);
+        // SAFETY: live package; the repository is owned by the context,
+        // which outlives the list; borrowed strings are copied.
+        unsafe {
+            let repo = NonNull::new(sys::dnf_package_get_repo(p))?;
+            if !sys::dnf_package_get_baseurl(p).is_null() {
+                return None;
+            }
+            let location = opt_string(sys::dnf_package_get_location(p))?;
+            Some((
+                Repo {
+                    ptr: repo,
+                    _list: PhantomData,
+                },
+                location,
+            ))
+        }
+    }
+
     /// Reads package `i`'s metadata.
     pub(crate) fn package(&self, i: usize) -> Package {
         let p = self.get(i);
@@ -695,6 +720,59 @@ impl State {
 
     fn ptr(&self) -> *mut sys::DnfState {
         self.obj.as_ptr()
+    }
+}
+
+/// A repository of the context, borrowed.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Repo<'a> {
+    ptr: NonNull<sys::DnfRepo>,
+    _list: PhantomData<&'a ()>,
+}
+
+impl Repo<'_> {
+    /// Whether its packages are read in place (`file://`, media) rather
+    /// than downloaded into its packages directory.
+    pub(crate) fn is_local(self) -> bool {
+        // SAFETY: live repository.
+        unsafe { sys::dnf_repo_is_local(self.ptr.as_ptr()) != 0 }
+    }
+
+    /// Its location and its packages directory.
+    pub(crate) fn paths(self) -> (Option<String>, Option<String>) {
+        // SAFETY: live repository; borrowed strings copied.
+        unsafe {
+            (
+                opt_string(sys::dnf_repo_get_location(self.ptr.as_ptr())),
+                opt_string(sys::dnf_repo_get_packages(self.ptr.as_ptr())),
+            )
+        }
+    }
+
+    /// Sets where libdnf finds its package files from now on: the location
+    /// (a local repository's files are `location/<href>`) or the packages
+    /// directory (a remote one's are `packages/<basename>`). Setting the
+    /// location also moves the packages directory, so the packages
+    /// directory is set after it.
+    pub(crate) fn set_paths(
+        self,
+        location: Option<&str>,
+        packages: Option<&str>,
+    ) -> Result<(), Error> {
+        let c = |s: &str| {
+            CString::new(s)
+                .map_err(|_| Error::InvalidOptions(format!("a path with a NUL byte: {s:?}")))
+        };
+        // SAFETY: live repository; libdnf copies the strings.
+        unsafe {
+            if let Some(l) = location {
+                sys::dnf_repo_set_location(self.ptr.as_ptr(), c(l)?.as_ptr());
+            }
+            if let Some(p) = packages {
+                sys::dnf_repo_set_packages(self.ptr.as_ptr(), c(p)?.as_ptr());
+            }
+        }
+        Ok(())
     }
 }
 

@@ -60,6 +60,7 @@ mod ffi;
 pub mod job;
 mod options;
 mod package;
+mod substitutes;
 mod transaction_output;
 
 pub use crate::dnf::{Dnf, InstallReport, LocalRpmOptions, Resolved, Timings, CMDLINE_REPO};

@@ -62,6 +62,12 @@ pub struct DnfOptions {
     /// default). A package given as a local file is not checked by the
     /// policy, so a transaction with one must leave this off.
     pub payloads_verified: bool,
+    /// Package files librpm installs in place of the downloaded ones, by
+    /// NEVRA: the same headers, a payload holding only what librpm still
+    /// installs (the caller placed the rest and told librpm to skip it).
+    /// Taken only with [`DnfOptions::payloads_verified`], which has librpm
+    /// check the headers alone. See `substitutes`.
+    pub substitutes: Vec<(String, PathBuf)>,
 }
 
 /// When cached metadata of a remote repository is fetched again.
@@ -106,6 +112,7 @@ impl Default for DnfOptions {
             metadata_refresh: MetadataRefresh::Always,
             ignore_scripts: Vec::new(),
             payloads_verified: false,
+            substitutes: Vec::new(),
         }
     }
 }
@@ -154,6 +161,12 @@ impl DnfOptions {
             return bad(format!(
                 "dbpath must be an absolute path, got {:?}",
                 self.dbpath
+            ));
+        }
+        if let Some((nevra, path)) = self.substitutes.iter().find(|(_, p)| !p.is_absolute()) {
+            return bad(format!(
+                "the substitute for {nevra} must be an absolute path, got {}",
+                path.display()
             ));
         }
         for (k, v) in &self.rpm_macros {
