@@ -99,15 +99,30 @@ impl Generator {
             env: &env,
         };
         let started = std::time::Instant::now();
-        let names = initramfs_cache::Names::of(root, &image)
-            .context("listing the tree's names for the initramfs cache")?;
-        let why = match cache.lookup(&run, root, &names)? {
-            initramfs_cache::Lookup::Hit => {
-                tracing::debug!(elapsed = ?started.elapsed(), "initramfs cache: reused the image made from the same inputs");
-                return Ok(Made::Reused);
-            }
-            initramfs_cache::Lookup::Miss(why) => why,
+        let list = || {
+            initramfs_cache::Names::of(root, &image)
+                .context("listing the tree's names for the initramfs cache")
         };
+        // Without an entry for this key (a new kernel, say) the lookup
+        // misses whatever the tree's names are: they are listed while the
+        // generator runs, on the core it leaves idle (it writes only its
+        // output and its scratch space, which the list leaves out).
+        let listed = if cache.knows(&run) {
+            let names = list()?;
+            match cache.lookup(&run, root, &names)? {
+                initramfs_cache::Lookup::Hit => {
+                    tracing::debug!(elapsed = ?started.elapsed(), "initramfs cache: reused the image made from the same inputs");
+                    return Ok(Made::Reused);
+                }
+                initramfs_cache::Lookup::Miss(why) => Some((names, why)),
+            }
+        } else {
+            None
+        };
+        let why = listed
+            .as_ref()
+            .map_or(initramfs_cache::NO_ENTRY, |(_, why)| why.as_str())
+            .to_string();
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs cache: miss: {why}");
         cache.ensure_dir()?;
         let program = crate::opened::Program {
@@ -117,8 +132,21 @@ impl Generator {
             env: &env,
             argv: &call.argv,
         };
-        let opened = crate::opened::run(&program, cache.dir())
-            .with_context(|| format!("generating the initramfs with {}", self.name))?;
+        let (opened, names) = std::thread::scope(|s| {
+            let listing = listed.is_none().then(|| s.spawn(list));
+            let opened = crate::opened::run(&program, cache.dir());
+            let names = match (listed, listing) {
+                (Some((names, _)), _) => Ok(names),
+                (None, Some(listing)) => listing
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("listing the tree's names panicked"))),
+                (None, None) => unreachable!("listed now or before"),
+            };
+            (opened, names)
+        });
+        let opened =
+            opened.with_context(|| format!("generating the initramfs with {}", self.name))?;
+        let names = names?;
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs: {} ran", self.name);
         self.finish_image(call, &image, source_date_epoch)?;
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs: the image is complete");

@@ -159,6 +159,15 @@ impl Cache {
         &self.dir
     }
 
+    /// Whether an entry was recorded for `run`'s key (the generator, its
+    /// arguments, the kernel and the epoch): without one, every lookup
+    /// misses.
+    pub(crate) fn knows(&self, run: &Run) -> bool {
+        fs::read_dir(self.dir.join(run.key())).is_ok_and(|mut entries| {
+            entries.any(|e| e.is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json")))
+        })
+    }
+
     pub(crate) fn ensure_dir(&self) -> Result<()> {
         fs::create_dir_all(&self.dir).with_context(|| format!("creating {}", self.dir.display()))
     }
@@ -334,6 +343,9 @@ impl Cache {
     }
 }
 
+/// Why a lookup missed when no entry has the run's key.
+pub(crate) const NO_ENTRY: &str = "no entry for this generator, its arguments, kernel and epoch";
+
 /// Copies `from` to `to`; the byte count and sha256.
 pub(crate) fn copy_hashing(
     from: &mut impl Read,
@@ -405,7 +417,7 @@ impl Names {
                 .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
         });
         let Some(newest) = newest else {
-            return "no entry for this generator, its arguments, kernel and epoch".into();
+            return NO_ENTRY.into();
         };
         let Ok(text) = fs::read_to_string(newest.path()) else {
             return "the newest entry's names are unreadable".into();
