@@ -98,6 +98,10 @@ struct Entry {
     object: Option<String>,
 }
 
+/// A package's entries by path: placeable ones (`Some`) and the others
+/// (`None`: librpm's).
+type Entries = BTreeMap<String, Option<Entry>>;
+
 /// A package's entries, placeable ones (`Some`) and the others (`None`:
 /// librpm's), by path.
 struct Loaded {
@@ -706,7 +710,7 @@ fn cacheable(path: &str, e: &rpm::FileEntry<'_>) -> Option<Kind> {
 fn entries(
     metadata: &rpm::PackageMetadata,
     documentation: bool,
-) -> Result<(BTreeMap<String, Option<Entry>>, BTreeSet<String>)> {
+) -> Result<(Entries, BTreeSet<String>)> {
     let listed = metadata
         .get_file_entries()
         .map_err(|e| anyhow!("reading the file list: {e}"))?;

@@ -723,6 +723,9 @@ impl State {
     }
 }
 
+/// A repository's location and packages directory.
+pub(crate) type RepoPaths = (Option<String>, Option<String>);
+
 /// A repository of the context, borrowed.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Repo<'a> {
@@ -739,7 +742,7 @@ impl Repo<'_> {
     }
 
     /// Its location and its packages directory.
-    pub(crate) fn paths(self) -> (Option<String>, Option<String>) {
+    pub(crate) fn paths(self) -> RepoPaths {
         // SAFETY: live repository; borrowed strings copied.
         unsafe {
             (

@@ -29,7 +29,7 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::ffi::{PackageList, Repo};
+use crate::ffi::{PackageList, Repo, RepoPaths};
 use crate::options::DnfOptions;
 use crate::package::Package;
 
@@ -38,7 +38,7 @@ pub(crate) struct Redirect<'a> {
     dir: PathBuf,
     /// Each repository moved, with its location and packages directory
     /// before.
-    moved: Vec<(Repo<'a>, (Option<String>, Option<String>))>,
+    moved: Vec<(Repo<'a>, RepoPaths)>,
     /// The downloaded files of the moved remote repositories' packages:
     /// libdnf removes a downloaded package after the commit (unless told
     /// to keep its cache), but only at the path it opened.
