@@ -193,8 +193,8 @@ impl Cache {
         self.index_dir.join(format!("{key}.json"))
     }
 
-    /// The package's substitute: its headers, and a payload without the
-    /// files its index names.
+    /// The package's substitute: its headers, and its payload with zeros
+    /// for the content of the files its index names.
     fn substitute_path(&self, key: &str) -> PathBuf {
         self.index_dir.join(format!("{key}.rpm"))
     }
@@ -252,8 +252,8 @@ impl Cache {
                 *e = None;
             }
         }
-        // The substitute holds none of the stored files: librpm may read it
-        // only when it installs none of them.
+        // The substitute holds zeros for the stored files: librpm may read
+        // it only when it installs none of them.
         let substitute = key
             .map(|k| self.substitute_path(&k))
             .filter(|p| p.exists())
@@ -284,7 +284,8 @@ impl Cache {
         let mut paths = entries
             .map(|e| e.map(|e| e.path()))
             .collect::<std::io::Result<Vec<_>>>()?;
-        // Indexes first (`json` before `rpm`): a substitute goes with its.
+        // Indexes first (`json` before `rpm`): a substitute goes with its
+        // index.
         paths.sort_by(|a, b| a.extension().cmp(&b.extension()));
         let mut removed = 0;
         for path in paths {

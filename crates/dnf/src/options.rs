@@ -63,8 +63,8 @@ pub struct DnfOptions {
     /// policy, so a transaction with one must leave this off.
     pub payloads_verified: bool,
     /// Package files librpm installs in place of the downloaded ones, by
-    /// NEVRA: the same headers, a payload holding only what librpm still
-    /// installs (the caller placed the rest and told librpm to skip it).
+    /// NEVRA: the same headers, a payload whose files librpm skips hold
+    /// zeros (the caller placed them and told librpm to skip them).
     /// Taken only with [`DnfOptions::payloads_verified`], which has librpm
     /// check the headers alone. See `substitutes`.
     pub substitutes: Vec<(String, PathBuf)>,

@@ -4,8 +4,9 @@
 //! transaction (compose's package cache) tells librpm to skip them, but
 //! librpm still decompresses the whole payload to skip past them: a third
 //! of an install. A substitute has the package's lead and headers byte for
-//! byte and a payload holding only what librpm still installs, so librpm
-//! reads nothing it would throw away.
+//! byte and the payload with zeros for the content of the files librpm
+//! skips, so what librpm decompresses to get past them costs next to
+//! nothing.
 //!
 //! How: libdnf opens each package at a path it derives from the package's
 //! repository (a local repository's location and the package's href; a
