@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
 
 use anyhow::{bail, Context, Result};
+use strata_process::cpio::{self, Header, HEADER_SIZE};
 
 /// The payload compressions read and written here.
 #[derive(Clone, Copy)]
@@ -87,9 +88,6 @@ impl Encoder {
     }
 }
 
-/// The size of a "new ASCII" cpio header.
-const HEADER: usize = 110;
-
 /// A member of the archive whose content comes next.
 struct Member {
     path: String,
@@ -144,29 +142,19 @@ impl<'r> Split<'r> {
         if self.pending.is_some() {
             self.keep()?;
         }
-        let mut raw = vec![0u8; HEADER];
+        let mut raw = vec![0u8; HEADER_SIZE];
         self.archive
             .read_exact(&mut raw)
             .context("reading a cpio header")?;
-        if !matches!(&raw[..6], b"070701" | b"070702") {
-            bail!("the payload's cpio archive is damaged (no header where one belongs)");
-        }
-        let field = |i: usize| -> Result<u64> {
-            let at = 6 + 8 * i;
-            let text = std::str::from_utf8(&raw[at..at + 8]).ok();
-            text.and_then(|t| u64::from_str_radix(t, 16).ok())
-                .context("the payload's cpio archive has a header field that is not hexadecimal")
-        };
-        let (size, name_size) = (field(6)?, field(11)? as usize);
-        if name_size == 0 || name_size > 4096 {
-            bail!("the payload's cpio archive names a member with {name_size} bytes");
-        }
-        let padded = (HEADER + name_size).next_multiple_of(4);
-        raw.resize(padded, 0);
+        let Header {
+            size, name_size, ..
+        } = cpio::read_header(&raw).context("the payload's cpio archive is damaged")?;
+        let named = HEADER_SIZE + name_size;
+        raw.resize(named + cpio::pad4(named as u64), 0);
         self.archive
-            .read_exact(&mut raw[HEADER..])
+            .read_exact(&mut raw[HEADER_SIZE..])
             .context("reading a cpio member's name")?;
-        let name = std::str::from_utf8(&raw[HEADER..HEADER + name_size - 1])
+        let name = std::str::from_utf8(&raw[HEADER_SIZE..named - 1])
             .context("the payload's cpio archive names a member in bytes that are not UTF-8")?;
         if name == "TRAILER!!!" {
             self.out.writer().write_all(&raw)?;
@@ -202,10 +190,10 @@ impl<'r> Split<'r> {
         }
         let mut pad = [0u8; 3];
         self.archive
-            .read_exact(&mut pad[..padding(m.size)])
+            .read_exact(&mut pad[..cpio::pad4(m.size)])
             .with_context(|| format!("reading {}", m.path))?;
         self.out.writer().write_all(&m.raw)?;
-        let zeros = m.size + padding(m.size) as u64;
+        let zeros = m.size + cpio::pad4(m.size) as u64;
         io::copy(&mut io::repeat(0).take(zeros), self.out.writer())?;
         Ok(())
     }
@@ -214,7 +202,7 @@ impl<'r> Split<'r> {
     fn keep(&mut self) -> Result<()> {
         let m = self.pending.take().context("no member to keep")?;
         self.out.writer().write_all(&m.raw)?;
-        let want = m.size + padding(m.size) as u64;
+        let want = m.size + cpio::pad4(m.size) as u64;
         let copied = io::copy(&mut (&mut self.archive).take(want), self.out.writer())
             .with_context(|| format!("copying {}", m.path))?;
         if copied != want {
@@ -228,11 +216,6 @@ impl<'r> Split<'r> {
     pub(crate) fn finish(self) -> Result<File> {
         Ok(self.out.finish()?)
     }
-}
-
-/// cpio pads each member's content to 4 bytes.
-fn padding(size: u64) -> usize {
-    ((4 - size % 4) % 4) as usize
 }
 
 #[cfg(test)]

@@ -209,10 +209,7 @@ impl Cache {
     /// says they are already (and they are).
     fn load(&self, input: &Input<'_>, documentation: bool) -> Result<Loaded> {
         let what = || format!("{} ({})", input.nevra, input.path.display());
-        let file = std::fs::File::open(input.path).with_context(what)?;
-        let metadata = rpm::PackageMetadata::parse(&mut std::io::BufReader::new(file))
-            .map_err(|e| anyhow!("{e}"))
-            .with_context(what)?;
+        let (metadata, package) = open_package(input.path).with_context(what)?;
         let key = metadata
             .signature
             .get_entry_data_as_string(IndexSignatureTag::RPMSIGTAG_SHA256)
@@ -225,7 +222,7 @@ impl Cache {
             Some(key) => match self.read_index(key) {
                 Some(index) => Some(index.files),
                 None => self
-                    .import(input, Some(key))
+                    .import(input, Some(key), &metadata, package)
                     .with_context(what)?
                     .map(|index| {
                         let files = index.files.clone();
@@ -325,21 +322,20 @@ impl Cache {
     /// Stores the package's cacheable regular files as objects; returns its
     /// index (written by [`Cache::remember`]), or `None` when its payload
     /// cannot be read here (librpm installs it as usual). With `key`, also
-    /// writes the package's substitute ([`crate::payload`]).
-    fn import(&self, input: &Input<'_>, key: Option<&str>) -> Result<Option<Index>> {
-        let mut package = std::io::BufReader::new(std::fs::File::open(input.path)?);
-        let metadata = match rpm::PackageMetadata::parse(&mut package) {
-            Ok(m) => m,
-            Err(e) => {
-                tracing::debug!(package = input.nevra, error = %e, "package cache: headers not readable here; librpm installs it");
-                return Ok(None);
-            }
-        };
+    /// writes the package's substitute ([`crate::payload`]). `package` is
+    /// the package file read up to its payload ([`open_package`]).
+    fn import(
+        &self,
+        input: &Input<'_>,
+        key: Option<&str>,
+        metadata: &rpm::PackageMetadata,
+        mut package: std::io::BufReader<std::fs::File>,
+    ) -> Result<Option<Index>> {
         let headers = std::io::Seek::stream_position(&mut package)?;
         let listed = metadata
             .get_file_entries()
             .map_err(|e| anyhow!("reading the file list: {e}"))?;
-        let linked_inside = hardlinked_inodes(&metadata, &listed);
+        let linked_inside = hardlinked_inodes(metadata, &listed);
         let by_path: HashMap<String, &rpm::FileEntry<'_>> = listed
             .iter()
             .map(|e| (e.path().to_string_lossy().into_owned(), e))
@@ -348,7 +344,7 @@ impl Cache {
             .with_context(|| format!("creating a file in {}", self.index_dir.display()))?;
         let mut head = std::fs::File::open(input.path)?.take(headers);
         let out = substitute.as_file().try_clone()?;
-        let Some(mut split) = payload::Split::open(&metadata, package, &mut head, out)? else {
+        let Some(mut split) = payload::Split::open(metadata, package, &mut head, out)? else {
             tracing::debug!(
                 package = input.nevra,
                 "package cache: payload not readable here; librpm installs it"
@@ -595,14 +591,13 @@ impl Cache {
                 .with_context(|| format!("removing the changed object {}", object.display()))?;
             // Storing the package again writes the objects it lacks.
             let name = package.display().to_string();
-            self.import(
-                &Input {
-                    nevra: &name,
-                    path: package,
-                },
-                None,
-            )
-            .with_context(|| format!("reading {name} again"))?;
+            let input = Input {
+                nevra: &name,
+                path: package,
+            };
+            open_package(package)
+                .and_then(|(metadata, reader)| self.import(&input, None, &metadata, reader))
+                .with_context(|| format!("reading {name} again"))?;
             if !object.exists() {
                 bail!("the object {checksum} ({path}) was changed in place and {name} no longer holds it");
             }
@@ -633,6 +628,13 @@ impl Cache {
         )?;
         Ok(())
     }
+}
+
+/// A package file's headers, and the file read up to its payload.
+fn open_package(path: &Path) -> Result<(rpm::PackageMetadata, std::io::BufReader<std::fs::File>)> {
+    let mut reader = std::io::BufReader::new(std::fs::File::open(path)?);
+    let metadata = rpm::PackageMetadata::parse(&mut reader).map_err(|e| anyhow!("{e}"))?;
+    Ok((metadata, reader))
 }
 
 fn valid_checksum(c: &str) -> bool {

@@ -178,11 +178,8 @@ fn contained(href: &str) -> Option<PathBuf> {
 }
 
 fn remove_dir(dir: &Path) -> Result<()> {
-    match fs::remove_dir_all(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io(format!("removing {}", dir.display()), e)),
-    }
+    strata_workdir::remove_tree(dir)
+        .map_err(|e| Error::io(format!("removing {}", dir.display()), e))
 }
 
 #[cfg(test)]

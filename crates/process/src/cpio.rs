@@ -69,6 +69,44 @@ pub fn pad4(n: u64) -> usize {
     ((4 - n % 4) % 4) as usize
 }
 
+/// The size of a newc header, before the member's name.
+pub const HEADER_SIZE: usize = 110;
+
+/// What a newc header (`070701`, or `070702` with a checksum field) says
+/// of its member.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Header {
+    pub mode: u32,
+    /// The content's size.
+    pub size: u64,
+    /// The name's size, its NUL included.
+    pub name_size: usize,
+}
+
+/// Reads the newc header `bytes` starts with: an error when it is short,
+/// has another magic or a field that is not hexadecimal, or names a
+/// member with no name or one of more than 4096 bytes (rpm's limit).
+pub fn read_header(bytes: &[u8]) -> std::io::Result<Header> {
+    let bad =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("cpio: {what}"));
+    if bytes.len() < HEADER_SIZE || !matches!(&bytes[..6], b"070701" | b"070702") {
+        return Err(bad("a newc header was expected"));
+    }
+    let field = |i: usize| -> std::io::Result<u64> {
+        let hex = std::str::from_utf8(&bytes[6 + 8 * i..14 + 8 * i]).map_err(|_| bad("header"))?;
+        u64::from_str_radix(hex, 16).map_err(|_| bad("header"))
+    };
+    let (mode, size, name_size) = (field(1)?, field(6)?, field(11)?);
+    if name_size == 0 || name_size > 4096 {
+        return Err(bad(&format!("a member's name of {name_size} bytes")));
+    }
+    Ok(Header {
+        mode: mode as u32,
+        size,
+        name_size: name_size as usize,
+    })
+}
+
 /// The device nodes dracut makes when mknod is allowed (the console the
 /// kernel opens for init before anything mounts /dev, and the others
 /// early programs use).
@@ -199,23 +237,19 @@ fn read_archive<'a>(
         |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("cpio: {what}"));
     let mut at = 0u64;
     loop {
-        if bytes.len() < 110 || !bytes.starts_with(b"070701") {
-            return Err(bad("a newc header was expected"));
-        }
-        let field = |i: usize| -> std::io::Result<u64> {
-            let hex =
-                std::str::from_utf8(&bytes[6 + 8 * i..14 + 8 * i]).map_err(|_| bad("header"))?;
-            u64::from_str_radix(hex, 16).map_err(|_| bad("header"))
-        };
-        let (mode, size, namesize) = (field(1)?, field(6)?, field(11)?);
-        let name_end = 110 + usize::try_from(namesize).map_err(|_| bad("name size"))?;
+        let Header {
+            mode,
+            size,
+            name_size,
+        } = read_header(bytes)?;
+        let name_end = HEADER_SIZE + name_size;
         let data_start = name_end + pad4(at + name_end as u64);
         let data_end = usize::try_from(size)
             .ok()
             .and_then(|s| data_start.checked_add(s))
-            .filter(|&e| e <= bytes.len() && name_end <= bytes.len() && namesize > 0)
+            .filter(|&e| e <= bytes.len() && name_end <= bytes.len())
             .ok_or_else(|| bad("an entry runs past the end"))?;
-        let name = std::str::from_utf8(&bytes[110..name_end - 1])
+        let name = std::str::from_utf8(&bytes[HEADER_SIZE..name_end - 1])
             .map_err(|_| bad("a name is not UTF-8"))?;
         let next = data_end + pad4(at + data_end as u64);
         let next = next.min(bytes.len());
@@ -224,7 +258,7 @@ fn read_archive<'a>(
         }
         let name = name.trim_start_matches("./");
         if !name.is_empty() && name != "." {
-            visit(name, mode as u32, &bytes[data_start..data_end]);
+            visit(name, mode, &bytes[data_start..data_end]);
         }
         at += next as u64;
         bytes = &bytes[next..];
