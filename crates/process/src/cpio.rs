@@ -5,7 +5,9 @@
 //! leaves out ([`append_device_nodes`]), the compression of an initramfs
 //! its generator left uncompressed ([`gzip_main_archive`]), the live root
 //! image's one member (strata-disk), and the names an initramfs holds
-//! ([`read_members`], for the initramfs cache).
+//! ([`read_members`], for the initramfs cache). [`read_header`] also
+//! reads the headers of an rpm payload's archive, which is newc too
+//! (strata-compose's package cache).
 
 use std::io::Write;
 use std::path::Path;
