@@ -15,7 +15,7 @@ use std::path::Path;
 mod objects;
 
 pub(crate) use objects::{
-    file_checksum, file_header, mtime_zero, no_xattrs, object_mode, ostreemeta, Known, KnownFile,
+    file_checksum, mtime_zero, no_xattrs, object_mode, ostreemeta, Known, KnownFile,
 };
 
 use anyhow::{Context, Result};

@@ -369,7 +369,7 @@ impl Cache {
             split.take(&mut buf)?;
             let mode = u32::from(e.mode().raw_mode());
             let mut sha = Sha256::new();
-            sha.update(commit::file_header(0, 0, mode, "", &empty));
+            sha.update(strata_oscontainer::file_header(0, 0, mode, "", &empty));
             sha.update(&buf);
             let checksum = hex::encode(sha.finalize());
             self.write_object(&checksum, mode, &buf, &empty)
@@ -577,7 +577,7 @@ impl Cache {
                 bail!("the commit reported the object {checksum}, which no placed file came from");
             };
             let object = self.object_path(checksum);
-            let header = commit::file_header(0, 0, *mode, "", &empty);
+            let header = strata_oscontainer::file_header(0, 0, *mode, "", &empty);
             if commit::file_checksum(&header, &object).is_ok_and(|c| c == **checksum) {
                 self.set_object_metadata(&object, *mode, &empty)
                     .with_context(|| format!("restoring the metadata of the object {checksum}"))?;

@@ -52,6 +52,9 @@ pub(crate) fn append(
     dopts.source_date_epoch = Some(p.sde);
     // Tag and ref follow the record (crate::record).
     dopts.defer_tag = true;
+    // The build before this one wrote most of this layer's gzip blocks.
+    dopts.gzip_blocks = Some(wd.gzip_blocks());
+    dopts.previous = p.previous.as_ref().and_then(|b| b.image_tag.clone());
     // The derived commit is built from the layer's tar stream while the
     // layer is written (what importing the image would give; the ostree-ext
     // client's merge commit is checked against it in the tests).

@@ -1065,8 +1065,9 @@ fn ocp_413_then(dir: &Path, script: &str) -> PathBuf {
 
 /// The CI case: every merge of the kubelet repository derives 4.13 with
 /// the new kubelet, which dracut never reads. The second build reuses the
-/// initramfs the first made and gives the image and commit that the same
-/// builds give with the generator run again; a cached image that was
+/// initramfs the first made, and copies the first layer's gzip blocks,
+/// and gives the image and commit that the same builds give with the
+/// generator run again and every block deflated; a cached image that was
 /// altered, and a change to what dracut reads (a module's script, a
 /// program the initramfs holds), make it run again.
 #[test]
@@ -1091,11 +1092,20 @@ fn a_kubelet_override_rebuild_reuses_the_initramfs_and_gives_the_same_bytes() {
     let (_, image) = initramfs_of(a, &first.ostree_commit);
     assert_eq!(initramfs_of(a, &second.ostree_commit).1, image);
 
-    // The same two builds in another workdir, the generator run for both.
+    // The second layer's gzip blocks were listed beside the first's, to be
+    // copied by the next build.
+    let listed = std::fs::read_dir(a.join("cache/gzip-blocks"))
+        .unwrap()
+        .count();
+    assert_eq!(listed, 2, "one list per derived layer");
+
+    // The same two builds in another workdir, the generator run for both
+    // and every gzip block of the second layer deflated again.
     let b = workdir_with_base();
     let b = b.path();
     derive_in(b, &ocp413(), &kubelet(0)).unwrap();
     std::fs::remove_dir_all(b.join("cache/initramfs")).unwrap();
+    std::fs::remove_dir_all(b.join("cache/gzip-blocks")).unwrap();
     let regenerated = derive_in(b, &ocp413(), &kubelet(1)).unwrap().remove(0);
     assert_eq!(initramfs_cache_entries(b).len(), 1, "recorded again");
     assert_eq!(

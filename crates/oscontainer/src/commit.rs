@@ -26,6 +26,28 @@ pub(crate) fn open_repo(path: &Path) -> Result<ostree::Repo> {
     Ok(repo)
 }
 
+/// ostree's file header: the length-prefixed `(uuuusa(ayay))` of uid,
+/// gid, mode, rdev (0) and symlink target (empty for a file), integers
+/// big-endian, then xattrs; the length big-endian, then 4 NULs. A content
+/// object's checksum is the SHA-256 of this header, then the content.
+pub fn file_header(uid: u32, gid: u32, mode: u32, target: &str, xattrs: &glib::Variant) -> Vec<u8> {
+    use glib::prelude::*;
+    let v = glib::Variant::tuple_from_iter([
+        uid.to_be().to_variant(),
+        gid.to_be().to_variant(),
+        mode.to_be().to_variant(),
+        0u32.to_variant(),
+        target.to_variant(),
+        xattrs.clone(),
+    ]);
+    let data = v.data();
+    let mut out = Vec::with_capacity(8 + data.len());
+    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.extend_from_slice(data);
+    out
+}
+
 /// Hex checksum of a 32-byte checksum variant.
 pub(crate) fn hex_checksum(bytes: &[u8]) -> Option<String> {
     (bytes.len() == 32).then(|| hex::encode(bytes))

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use oci_spec::image::MediaType;
 use sha2::{Digest as _, Sha256};
-use strata_process::gzip::{GzipWriter, BLOCK};
+use strata_process::gzip::{BlockIndex, Deflated, GzipWriter, BLOCK};
 
 use crate::artifact::ArtifactFile;
 use crate::error::Context;
@@ -63,7 +63,7 @@ impl std::str::FromStr for Compression {
 /// programs, one core: zlib-rs level 5 deflates at 90 MB/s to 35.0% of the
 /// input, where miniz_oxide level 4 (strata's before) did 57 MB/s to 34.8%
 /// and zlib-rs level 6 (zlib's default) does 69 MB/s to 34.9%.
-const GZIP_LEVEL: u8 = 5;
+pub(crate) const GZIP_LEVEL: u8 = 5;
 /// zstd level (zstd's default).
 const ZSTD_LEVEL: i32 = 3;
 
@@ -85,6 +85,18 @@ impl<W: Write> Encoder<W> {
             }
             Compression::None => Encoder::None(inner),
         })
+    }
+
+    /// gzip at [`GZIP_LEVEL`] with a block index, copying the blocks of
+    /// `earlier` streams (see `crate::gzip_blocks`).
+    pub(crate) fn gzip_indexed(
+        inner: W,
+        index: BlockIndex,
+        earlier: Vec<Deflated>,
+    ) -> io::Result<Self> {
+        Ok(Encoder::Gzip(GzipWriter::indexed(
+            inner, GZIP_LEVEL, index, earlier,
+        )?))
     }
 
     /// Ends the stream and returns the inner writer.

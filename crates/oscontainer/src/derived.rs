@@ -28,16 +28,18 @@ use oci_spec::image::{
 };
 use rayon::prelude::*;
 use serde::Serialize;
+use strata_process::gzip::BlockIndex;
 
 use crate::chunking::COMPONENTS_ANNOTATION;
-use crate::compress::{Compression, Encoder};
+use crate::compress::{Compression, Encoder, GZIP_LEVEL};
 use crate::encapsulate::{oci_err, LayerInfo};
 use crate::error::{Context, Error, Result};
+use crate::gzip_blocks::GzipBlocks;
 use crate::import::{commit_streamed_layer, labels_of, split_layers, StreamedCommit};
 use crate::inspect::{Package, PACKAGES_ANNOTATION};
 use crate::labels::{parse_rfc3339, rfc3339, LABEL_COMMIT, LABEL_VERSION};
 use crate::layer_stream::ReadAhead;
-use crate::layout::Layout;
+use crate::layout::{Layout, ResolvedImage};
 use crate::tarball::{Meta, TarWriter};
 
 /// One derived layer to add.
@@ -84,6 +86,14 @@ pub struct DeriveOptions {
     /// Write the image without tagging it: [`Derived::pending_tag`] tags
     /// it, once the caller has recorded the build.
     pub defer_tag: bool,
+    /// Where the gzip blocks of the layers written are listed, so that a
+    /// later layer can copy them instead of deflating them again (see
+    /// `crate::gzip_blocks`; a cache: the layers' bytes are the same
+    /// without it).
+    pub gzip_blocks: Option<PathBuf>,
+    /// A tag of the same layout (the build before this one) whose added
+    /// layers' gzip blocks [`DeriveOptions::gzip_blocks`] may give.
+    pub previous: Option<String>,
 }
 
 /// What [`append_layers`] wrote.
@@ -230,12 +240,22 @@ fn append(
         _ => None,
     };
     let (tee, pending) = streamed.unzip();
+    let blocks = opts.gzip_blocks.as_ref().map(|dir| BlockReuse {
+        cache: GzipBlocks::new(dir, oci),
+        earlier: previous_layers(&layout, opts.previous.as_deref(), &base),
+    });
     let written: Vec<Result<ocidir::Layer>> = if let [layer] = layers {
-        vec![write_dir_layer(&ocidir, layer, opts.into(), tee)]
+        vec![write_dir_layer(
+            &ocidir,
+            layer,
+            opts.into(),
+            tee,
+            blocks.as_ref(),
+        )]
     } else {
         layers
             .par_iter()
-            .map(|l| write_dir_layer(&ocidir, l, opts.into(), None))
+            .map(|l| write_dir_layer(&ocidir, l, opts.into(), None, blocks.as_ref()))
             .collect()
     };
 
@@ -381,23 +401,69 @@ impl From<&DeriveOptions> for LayerWriting {
     }
 }
 
+/// The gzip blocks a layer may copy (those of `earlier` blobs), and where
+/// its own are listed.
+pub(crate) struct BlockReuse {
+    cache: GzipBlocks,
+    earlier: Vec<String>,
+}
+
+/// The digests of the layers image `previous` adds to `base`: what the
+/// build before this one wrote. None when there is no such image.
+fn previous_layers(layout: &Layout, previous: Option<&str>, base: &ResolvedImage) -> Vec<String> {
+    let Some(image) = previous.and_then(|tag| layout.resolve(Some(tag)).ok()) else {
+        return Vec::new();
+    };
+    let in_base: std::collections::HashSet<String> = base
+        .manifest
+        .layers()
+        .iter()
+        .map(|l| l.digest().to_string())
+        .collect();
+    image
+        .manifest
+        .layers()
+        .iter()
+        .map(|l| l.digest().to_string())
+        .filter(|d| !in_base.contains(d))
+        .collect()
+}
+
 /// Writes `layer` into the layout; a copy of its tar stream goes to
-/// `copy`, ended by an empty chunk once the tar is complete.
+/// `copy`, ended by an empty chunk once the tar is complete. With
+/// `blocks` and gzip, the layer's gzip blocks start at its large files,
+/// are copied from earlier layers where they can be, and are listed.
 pub(crate) fn write_dir_layer(
     ocidir: &ocidir::OciDir,
     layer: &DerivedLayer,
     how: LayerWriting,
     copy: Option<TarCopy>,
+    blocks: Option<&BlockReuse>,
 ) -> Result<ocidir::Layer> {
     let c = how.compression;
+    let blocks = blocks.filter(|_| c == Compression::Gzip);
+    let index = blocks.map(|_| BlockIndex::default());
     let lw = ocidir
-        .create_custom_layer(|bw| Encoder::new(c, bw), c.media_type())
+        .create_custom_layer(
+            |bw| match (blocks, &index) {
+                (Some(b), Some(index)) => Encoder::gzip_indexed(
+                    bw,
+                    index.clone(),
+                    b.cache.earlier(&b.earlier, GZIP_LEVEL),
+                ),
+                _ => Encoder::new(c, bw),
+            },
+            c.media_type(),
+        )
         .map_err(|source| Error::Layout {
             path: layer.dir.clone(),
             source,
         })?;
     let tee = Tee { inner: lw, copy };
     let mut t = TarWriter::new(BufWriter::with_capacity(256 * 1024, tee), 0);
+    if let Some(index) = &index {
+        t.cut_at_large_files(index.clone());
+    }
     let mut w = DirWalker {
         root: &layer.dir,
         clamp: how.clamp,
@@ -417,10 +483,26 @@ pub(crate) fn write_dir_layer(
     if let Some(copy) = tee.copy {
         let _ = copy.send(Ok(Vec::new()));
     }
-    tee.inner.complete().map_err(|source| Error::Layout {
+    let written = tee.inner.complete().map_err(|source| Error::Layout {
         path: layer.dir.clone(),
         source,
-    })
+    })?;
+    if let (Some(b), Some(index)) = (blocks, index) {
+        let digest = format!("sha256:{}", written.blob.sha256().digest());
+        tracing::debug!(
+            "{digest}: {} of {} gzip blocks copied from the layers before",
+            index.copied(),
+            index.blocks().len()
+        );
+        // A cache: the layer is whole without its entry.
+        if let Err(e) = b
+            .cache
+            .put(&digest, written.blob.size(), GZIP_LEVEL, &index.blocks())
+        {
+            tracing::warn!("{e}");
+        }
+    }
+    Ok(written)
 }
 
 struct DirWalker<'a> {

@@ -53,6 +53,7 @@ mod compress;
 pub mod derived;
 pub mod encapsulate;
 mod error;
+mod gzip_blocks;
 pub mod import;
 pub mod inspect;
 pub mod labels;
@@ -65,6 +66,7 @@ pub mod transport;
 
 pub use archive::{write_oci_archive, ArchiveInfo, ARCHIVE_REF_NAME};
 pub use chunking::{Component, LayerMap};
+pub use commit::file_header;
 pub use compress::{gzip_file, Compressed, Compression};
 pub use derived::{
     append_layer_committing, append_layers, DeriveOptions, Derived, DerivedLayer, PendingCommit,
@@ -73,6 +75,7 @@ pub use encapsulate::{
     encapsulate, object_components, ContentMap, EncapsulateOptions, Encapsulated, LayerInfo,
 };
 pub use error::{Error, Result};
+pub use gzip_blocks::forget_pruned_blocks;
 pub use import::{import, prune_derived_records, ImportOptions, Imported};
 pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
 pub use labels::{CommitId, KernelVersion, OcpVersion, OsName, Version};

@@ -98,7 +98,7 @@ pub fn write_image(
     };
     let written: Vec<Result<ocidir::Layer>> = layers
         .par_iter()
-        .map(|l| write_dir_layer(&ocidir, l, how, None))
+        .map(|l| write_dir_layer(&ocidir, l, how, None, None))
         .collect();
     let created = rfc3339(opts.source_date_epoch);
     let mut descriptors = Vec::new();

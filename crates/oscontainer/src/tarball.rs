@@ -17,6 +17,7 @@
 
 use std::io::{self, Read, Write};
 
+use strata_process::gzip::BlockIndex;
 use tar::EntryType;
 
 /// Size of a tar block.
@@ -47,12 +48,46 @@ impl Meta {
 pub(crate) struct TarWriter<W: Write> {
     out: W,
     mtime: u64,
+    /// Bytes written so far.
+    pos: u64,
+    /// Where the gzip stream the tar goes into starts blocks.
+    cuts: Option<BlockIndex>,
 }
+
+/// Files from this size on get gzip blocks of their own
+/// ([`TarWriter::cut_at_large_files`]).
+pub(crate) const LARGE_FILE: u64 = 256 * 1024;
 
 impl<W: Write> TarWriter<W> {
     /// A writer that stamps every entry with `mtime`.
     pub(crate) fn new(out: W, mtime: u64) -> Self {
-        Self { out, mtime }
+        Self {
+            out,
+            mtime,
+            pos: 0,
+            cuts: None,
+        }
+    }
+
+    /// Makes the gzip stream this tar goes into (through `index`) start a
+    /// block where each file of [`LARGE_FILE`] bytes or more starts, and
+    /// again where it ends: its blocks are then the same whatever comes
+    /// before it, and a file before it that grows or shrinks moves no
+    /// block after it.
+    pub(crate) fn cut_at_large_files(&mut self, index: BlockIndex) {
+        self.cuts = Some(index);
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.out.write_all(bytes)?;
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn cut(&self, size: u64) {
+        if let Some(index) = self.cuts.as_ref().filter(|_| size >= LARGE_FILE) {
+            index.cut_at(self.pos);
+        }
     }
 
     /// Stamps the following entries with `mtime`.
@@ -80,14 +115,18 @@ impl<W: Write> TarWriter<W> {
         data: &mut dyn Read,
     ) -> io::Result<()> {
         self.entry(path.as_bytes(), EntryType::Regular, meta, size, b"")?;
+        self.cut(size);
         let copied = io::copy(&mut data.take(size), &mut self.out)?;
+        self.pos += copied;
         if copied != size {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 format!("{path}: expected {size} bytes, read {copied}"),
             ));
         }
-        self.pad(size)
+        self.pad(size)?;
+        self.cut(size);
+        Ok(())
     }
 
     /// A regular file from a buffer.
@@ -137,14 +176,14 @@ impl<W: Write> TarWriter<W> {
             b"",
             0,
         )?;
-        self.out.write_all(&h)?;
-        self.out.write_all(&data)?;
+        self.put(&h)?;
+        self.put(&data)?;
         self.pad(data.len() as u64)
     }
 
     /// Writes the end-of-archive marker and returns the inner writer.
     pub(crate) fn finish(mut self) -> io::Result<W> {
-        self.out.write_all(&[0u8; 2 * BLOCK])?;
+        self.put(&[0u8; 2 * BLOCK])?;
         self.out.flush()?;
         Ok(self.out)
     }
@@ -152,7 +191,7 @@ impl<W: Write> TarWriter<W> {
     fn pad(&mut self, size: u64) -> io::Result<()> {
         let rem = (size % BLOCK as u64) as usize;
         if rem != 0 {
-            self.out.write_all(&[0u8; BLOCK][..BLOCK - rem])?;
+            self.put(&[0u8; BLOCK][..BLOCK - rem])?;
         }
         Ok(())
     }
@@ -185,16 +224,16 @@ impl<W: Write> TarWriter<W> {
             &link[..link.len().min(100)],
             self.mtime,
         )?;
-        self.out.write_all(&h)
+        self.put(&h)
     }
 
     /// GNU long name (`L`) or long link (`K`) record.
     fn long_record(&mut self, kind: EntryType, value: &[u8]) -> io::Result<()> {
         let size = value.len() as u64 + 1;
         let h = header(b"././@LongLink", kind, Meta::root(0o644), size, b"", 0)?;
-        self.out.write_all(&h)?;
-        self.out.write_all(value)?;
-        self.out.write_all(&[0])?;
+        self.put(&h)?;
+        self.put(value)?;
+        self.put(&[0])?;
         self.pad(size)
     }
 }

@@ -191,6 +191,7 @@ pub fn prune(root: &Path, keep: usize, dry_run: bool) -> Result<PruneResult> {
     // 3. Blobs no tag uses, objects no ref or kept build reaches.
     let blobs = strata_oscontainer::prune(&wd.oci())?;
     strata_oscontainer::forget_pruned(&wd.layer_cache(), &wd.oci())?;
+    strata_oscontainer::forget_pruned_blocks(&wd.gzip_blocks(), &wd.oci())?;
     // Initramfs images the newest entries of each generator run do not
     // name (a cache, not a build: its bytes are not counted as a build's).
     let (files, bytes) = strata_rootfs::initramfs_cache::prune(&wd.initramfs_cache())?;

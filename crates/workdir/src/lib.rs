@@ -194,6 +194,11 @@ impl Workdir {
     pub fn layer_cache(&self) -> PathBuf {
         self.cache().join("layers")
     }
+    /// The gzip blocks of the derived layers in [`Workdir::oci`], by input
+    /// (see `strata_oscontainer::DeriveOptions::gzip_blocks`).
+    pub fn gzip_blocks(&self) -> PathBuf {
+        self.cache().join("gzip-blocks")
+    }
     /// Initramfs images made here before, with what their generator read
     /// (see `strata_rootfs::initramfs_cache`).
     pub fn initramfs_cache(&self) -> PathBuf {

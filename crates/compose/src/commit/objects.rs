@@ -115,7 +115,7 @@ struct Leaf {
 impl Leaf {
     fn header(&self) -> Vec<u8> {
         let m = &self.meta;
-        file_header(
+        strata_oscontainer::file_header(
             m.uid,
             m.gid,
             m.mode,
@@ -128,32 +128,6 @@ impl Leaf {
         let m = &self.meta;
         ostreemeta(m.uid, m.gid, m.mode, &self.xattrs)
     }
-}
-
-/// ostree's file header: the length-prefixed `(uuuusa(ayay))` of uid,
-/// gid, mode, rdev (0) and symlink target (empty for a file), integers
-/// big-endian, then xattrs; the length big-endian, then 4 NULs.
-pub(crate) fn file_header(
-    uid: u32,
-    gid: u32,
-    mode: u32,
-    target: &str,
-    xattrs: &glib::Variant,
-) -> Vec<u8> {
-    let v = glib::Variant::tuple_from_iter([
-        uid.to_be().to_variant(),
-        gid.to_be().to_variant(),
-        mode.to_be().to_variant(),
-        0u32.to_variant(),
-        target.to_variant(),
-        xattrs.clone(),
-    ]);
-    let data = v.data();
-    let mut out = Vec::with_capacity(8 + data.len());
-    out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(data);
-    out
 }
 
 /// What a bare-user object keeps in `user.ostreemeta`: the `(uuua(ayay))`
@@ -399,7 +373,8 @@ fn checksum(leaf: &Leaf, path: &Path) -> std::io::Result<String> {
 }
 
 /// The ostree checksum of the regular file at `path` given its file
-/// `header` ([`file_header`]): SHA-256 of the header, then the content.
+/// `header` ([`strata_oscontainer::file_header`]): SHA-256 of the header,
+/// then the content.
 pub(crate) fn file_checksum(header: &[u8], path: &Path) -> std::io::Result<String> {
     thread_local! {
         static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 256 * 1024]);

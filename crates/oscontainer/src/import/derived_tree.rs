@@ -88,6 +88,11 @@ pub(super) struct DerivedTree<'r> {
 /// Where a tree keeps its SELinux policy.
 const POLICY_DIR: &str = "usr/etc/selinux";
 
+/// Regular files up to this size are hashed before they are written
+/// ([`DerivedTree::write_known_file`]); larger ones stream into the
+/// repository.
+const HASHED_FIRST: u64 = 64 << 20;
+
 /// Which directories a fix-up enters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Walk {
@@ -416,14 +421,18 @@ impl<'r> DerivedTree<'r> {
         let checksum = match kind {
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.size();
-                let w = self
-                    .repo
-                    .write_regfile(None, uid, gid, libc_s_ifreg() | mode, size, Some(&xattrs))
-                    .context_with(ctx)?;
-                stream_content(entry, &w, size, desc, &path)?;
-                w.finish(gio::Cancellable::NONE)
-                    .context_with(ctx)?
-                    .to_string()
+                if size <= HASHED_FIRST {
+                    self.write_known_file(entry, uid, gid, mode, &xattrs, desc, &path)?
+                } else {
+                    let w = self
+                        .repo
+                        .write_regfile(None, uid, gid, libc_s_ifreg() | mode, size, Some(&xattrs))
+                        .context_with(ctx)?;
+                    stream_content(entry, &w, size, desc, &path)?;
+                    w.finish(gio::Cancellable::NONE)
+                        .context_with(ctx)?
+                        .to_string()
+                }
             }
             tar::EntryType::Symlink => {
                 let target = entry
@@ -488,6 +497,56 @@ impl<'r> DerivedTree<'r> {
         }
         parent.replace_file(&name, &checksum).context_with(ctx)?;
         Ok(Some(path))
+    }
+
+    /// Writes a regular file of at most [`HASHED_FIRST`] bytes as a content
+    /// object unless the repository has it; its checksum. The content is
+    /// read into memory and hashed first: a derived layer written again
+    /// (the next kubelet build) holds mostly objects the build before
+    /// wrote, and libostree's writer would copy each into a temporary file
+    /// before finding that out.
+    #[allow(clippy::too_many_arguments)]
+    fn write_known_file<R: Read>(
+        &self,
+        entry: &mut tar::Entry<R>,
+        uid: u32,
+        gid: u32,
+        mode: u32,
+        xattrs: &glib::Variant,
+        desc: &dyn LayerName,
+        path: &str,
+    ) -> Result<String> {
+        use sha2::Digest as _;
+        let size = entry.size();
+        let mut content = Vec::with_capacity(size as usize);
+        entry
+            .take(size)
+            .read_to_end(&mut content)
+            .map_err(|e| bad_layer(desc, format!("reading {path}: {e}")))?;
+        if content.len() as u64 != size {
+            return Err(bad_layer(desc, format!("{path}: truncated")));
+        }
+        let mode = libc_s_ifreg() | mode;
+        let mut sha = sha2::Sha256::new();
+        sha.update(crate::commit::file_header(uid, gid, mode, "", xattrs));
+        sha.update(&content);
+        let checksum = hex::encode(sha.finalize());
+        let ctx = || format!("writing {path}");
+        if self
+            .repo
+            .has_object(ostree::ObjectType::File, &checksum, gio::Cancellable::NONE)
+            .context_with(ctx)?
+        {
+            return Ok(checksum);
+        }
+        let w = self
+            .repo
+            .write_regfile(Some(&checksum), uid, gid, mode, size, Some(xattrs))
+            .context_with(ctx)?;
+        w.write_all(&content, gio::Cancellable::NONE)
+            .context_with(ctx)?;
+        w.finish(gio::Cancellable::NONE).context_with(ctx)?;
+        Ok(checksum)
     }
 
     /// Writes the tree as it stands (on `base`); its root.
