@@ -55,6 +55,7 @@ pub(crate) fn append(
     // The build before this one wrote most of this layer's gzip blocks.
     dopts.gzip_blocks = Some(wd.gzip_blocks());
     dopts.previous = p.previous.as_ref().and_then(|b| b.image_tag.clone());
+    dopts.previous_commit = p.previous.as_ref().map(|b| b.ostree_commit.clone());
     // The derived commit is built from the layer's tar stream while the
     // layer is written (what importing the image would give; the ostree-ext
     // client's merge commit is checked against it in the tests).

@@ -94,6 +94,11 @@ pub struct DeriveOptions {
     /// A tag of the same layout (the build before this one) whose added
     /// layers' gzip blocks [`DeriveOptions::gzip_blocks`] may give.
     pub previous: Option<String>,
+    /// The ostree commit of the build before this one: building the
+    /// derived commit ([`append_layer_committing`]), a file at a path that
+    /// commit has a file at is hashed before it is written, and not
+    /// written when the repository has it.
+    pub previous_commit: Option<String>,
 }
 
 /// What [`append_layers`] wrote.
@@ -229,6 +234,7 @@ fn append(
                 version: labels.get(LABEL_VERSION).cloned(),
                 created: created.as_deref().and_then(parse_rfc3339),
                 ref_name: ref_name.map(str::to_string),
+                previous: opts.previous_commit.clone(),
             };
             let (tar, chunks) = std::sync::mpsc::sync_channel(4);
             let (go, going) = std::sync::mpsc::channel();

@@ -265,6 +265,9 @@ pub(crate) struct StreamedCommit {
     /// The config's `created`, in seconds.
     pub created: Option<u64>,
     pub ref_name: Option<String>,
+    /// The commit of the build before this one, if any (see
+    /// [`DerivedTree::previous`]).
+    pub previous: Option<String>,
 }
 
 /// Builds the commit [`import`] (with `reuse_base`) would build from an
@@ -288,6 +291,9 @@ pub(crate) fn commit_streamed_layer(
         .auto_transaction(gio::Cancellable::NONE)
         .context_with(|| format!("starting a transaction in {}", c.repo.display()))?;
     let mut tree = DerivedTree::new(&repo, &c.base)?;
+    if let Some(previous) = &c.previous {
+        tree.previous(previous);
+    }
     // Named in errors: its digest is known only once it is written (and a
     // failure here falls back to importing it, which names the digest).
     let layer = String::from("the derived layer being written");

@@ -83,6 +83,11 @@ pub(super) struct DerivedTree<'r> {
     base_fixed: bool,
     /// The base's fixes, found by this tree and not yet recorded.
     unsaved_fixes: Option<Vec<Fix>>,
+    /// The tree of the build before this one ([`DerivedTree::previous`]).
+    previous: Option<ostree::MutableTree>,
+    /// The content of the file being written
+    /// ([`DerivedTree::write_known_file`]), kept from file to file.
+    content: Vec<u8>,
 }
 
 /// Where a tree keeps its SELinux policy.
@@ -127,6 +132,8 @@ impl<'r> DerivedTree<'r> {
             policy_changed: false,
             base_fixed: false,
             unsaved_fixes: None,
+            previous: None,
+            content: Vec::new(),
         };
         tree.fix_base(base)?;
         Ok(tree)
@@ -173,6 +180,30 @@ impl<'r> DerivedTree<'r> {
                 tracing::debug!("recording the fixes of {base}: {e}");
             }
         }
+    }
+
+    /// Names the tree of the build before this one (commit `previous`): a
+    /// regular file at a path that tree has a file at is most likely the
+    /// same object again (the next kubelet build rewrites the whole layer),
+    /// and is hashed before it is written ([`DerivedTree::write_known_file`]).
+    pub(super) fn previous(&mut self, previous: &str) {
+        self.previous = ostree::MutableTree::from_commit(self.repo, previous).ok();
+    }
+
+    /// Whether the build before this one has a regular file at `path`.
+    fn previous_has_file(&self, path: &str) -> bool {
+        let Some(mut dir) = self.previous.clone() else {
+            return false;
+        };
+        let mut parts = path.split('/').peekable();
+        while let Some(name) = parts.next() {
+            match (Self::lookup(&dir, name), parts.peek()) {
+                (Ok(Node::File(_)), None) => return true,
+                (Ok(Node::Dir(sub)), Some(_)) => dir = sub,
+                _ => return false,
+            }
+        }
+        false
     }
 
     fn lookup(dir: &ostree::MutableTree, name: &str) -> Result<Node> {
@@ -421,7 +452,7 @@ impl<'r> DerivedTree<'r> {
         let checksum = match kind {
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.size();
-                if size <= HASHED_FIRST {
+                if size <= HASHED_FIRST && self.previous_has_file(&path) {
                     self.write_known_file(entry, uid, gid, mode, &xattrs, desc, &path)?
                 } else {
                     let w = self
@@ -504,10 +535,12 @@ impl<'r> DerivedTree<'r> {
     /// read into memory and hashed first: a derived layer written again
     /// (the next kubelet build) holds mostly objects the build before
     /// wrote, and libostree's writer would copy each into a temporary file
-    /// before finding that out.
+    /// before finding that out. Hashing first costs a file that is new
+    /// (measured: 0.25 s more for the first 4.13 layer at RHCOS size), so
+    /// it is done only where the build before had a file.
     #[allow(clippy::too_many_arguments)]
     fn write_known_file<R: Read>(
-        &self,
+        &mut self,
         entry: &mut tar::Entry<R>,
         uid: u32,
         gid: u32,
@@ -516,20 +549,36 @@ impl<'r> DerivedTree<'r> {
         desc: &dyn LayerName,
         path: &str,
     ) -> Result<String> {
-        use sha2::Digest as _;
         let size = entry.size();
-        let mut content = Vec::with_capacity(size as usize);
-        entry
-            .take(size)
-            .read_to_end(&mut content)
-            .map_err(|e| bad_layer(desc, format!("reading {path}: {e}")))?;
-        if content.len() as u64 != size {
-            return Err(bad_layer(desc, format!("{path}: truncated")));
-        }
+        let mut content = std::mem::take(&mut self.content);
+        content.clear();
+        let written = match entry.take(size).read_to_end(&mut content) {
+            Err(e) => Err(bad_layer(desc, format!("reading {path}: {e}"))),
+            Ok(n) if n as u64 != size => Err(bad_layer(desc, format!("{path}: truncated"))),
+            Ok(_) => self.write_content(&content, uid, gid, mode, xattrs, desc, path),
+        };
+        self.content = content;
+        written
+    }
+
+    /// [`DerivedTree::write_known_file`] once the content is read.
+    #[allow(clippy::too_many_arguments)]
+    fn write_content(
+        &self,
+        content: &[u8],
+        uid: u32,
+        gid: u32,
+        mode: u32,
+        xattrs: &glib::Variant,
+        desc: &dyn LayerName,
+        path: &str,
+    ) -> Result<String> {
+        use sha2::Digest as _;
+        let size = content.len() as u64;
         let mode = libc_s_ifreg() | mode;
         let mut sha = sha2::Sha256::new();
         sha.update(crate::commit::file_header(uid, gid, mode, "", xattrs));
-        sha.update(&content);
+        sha.update(content);
         let checksum = hex::encode(sha.finalize());
         let ctx = || format!("writing {path}");
         if self
@@ -539,13 +588,21 @@ impl<'r> DerivedTree<'r> {
         {
             return Ok(checksum);
         }
+        // libostree checks an expected checksum more slowly than it
+        // computes one (measured): compare them here.
         let w = self
             .repo
-            .write_regfile(Some(&checksum), uid, gid, mode, size, Some(xattrs))
+            .write_regfile(None, uid, gid, mode, size, Some(xattrs))
             .context_with(ctx)?;
-        w.write_all(&content, gio::Cancellable::NONE)
+        w.write_all(content, gio::Cancellable::NONE)
             .context_with(ctx)?;
-        w.finish(gio::Cancellable::NONE).context_with(ctx)?;
+        let written = w.finish(gio::Cancellable::NONE).context_with(ctx)?;
+        if written.as_str() != checksum {
+            return Err(bad_layer(
+                desc,
+                format!("{path}: written as object {written}, expected {checksum}"),
+            ));
+        }
         Ok(checksum)
     }
 
