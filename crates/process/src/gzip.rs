@@ -166,6 +166,25 @@ impl Deflated {
     }
 }
 
+/// A block as written: its bytes, the SHA-256 of its input when the
+/// writer is indexed, and whether the bytes were copied from an earlier
+/// stream.
+struct BlockOut {
+    bytes: Vec<u8>,
+    input: Option<[u8; 32]>,
+    copied: bool,
+}
+
+impl BlockOut {
+    fn deflated(bytes: Vec<u8>, input: Option<[u8; 32]>) -> Self {
+        Self {
+            bytes,
+            input,
+            copied: false,
+        }
+    }
+}
+
 /// The most bytes deflate may write for `n` bytes of input: incompressible
 /// input grows by a few bytes per 16 KiB stored block.
 fn max_deflated(n: usize) -> usize {
@@ -225,8 +244,7 @@ impl<W: Write> GzipWriter<W> {
         let level = self.level;
         let (indexed, earlier) = (self.index.is_some(), &self.earlier);
         let n = blocks.len();
-        // (bytes, input hash when indexed, whether copied)
-        let out: Vec<io::Result<(Vec<u8>, Option<[u8; 32]>, bool)>> = blocks
+        let out: Vec<io::Result<BlockOut>> = blocks
             .par_iter()
             .enumerate()
             .map(|(i, block)| {
@@ -236,17 +254,26 @@ impl<W: Write> GzipWriter<W> {
                     DeflateFlush::SyncFlush
                 };
                 if !indexed || flush != DeflateFlush::SyncFlush {
-                    return Ok((deflate_block(level, block, flush)?, None, false));
+                    let bytes = deflate_block(level, block, flush)?;
+                    return Ok(BlockOut::deflated(bytes, None));
                 }
                 let input: [u8; 32] = Sha256::digest(block).into();
                 Ok(match earlier.iter().find_map(|e| e.get(level, &input)) {
-                    Some(copied) => (copied, Some(input), true),
-                    None => (deflate_block(level, block, flush)?, Some(input), false),
+                    Some(bytes) => BlockOut {
+                        bytes,
+                        input: Some(input),
+                        copied: true,
+                    },
+                    None => BlockOut::deflated(deflate_block(level, block, flush)?, Some(input)),
                 })
             })
             .collect();
         for o in out {
-            let (bytes, input, copied) = o?;
+            let BlockOut {
+                bytes,
+                input,
+                copied,
+            } = o?;
             self.inner.write_all(&bytes)?;
             if let (Some(input), Some(index)) = (input, &self.index) {
                 let block = Block {
