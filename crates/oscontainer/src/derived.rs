@@ -415,7 +415,7 @@ pub(crate) struct BlockReuse {
 }
 
 /// The digests of the layers image `previous` adds to `base`: what the
-/// build before this one wrote. None when there is no such image.
+/// build before this one wrote; none when there is no such image.
 fn previous_layers(layout: &Layout, previous: Option<&str>, base: &ResolvedImage) -> Vec<String> {
     let Some(image) = previous.and_then(|tag| layout.resolve(Some(tag)).ok()) else {
         return Vec::new();

@@ -138,27 +138,9 @@ impl GzipBlocks {
 /// `oci` (after a prune); returns how many.
 pub fn forget_pruned_blocks(dir: &Path, oci: &Path) -> Result<usize> {
     let blocks = GzipBlocks::new(dir, oci);
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(source) => {
-            return Err(Error::Io {
-                context: format!("reading {}", dir.display()),
-                source,
-            })
-        }
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(hex) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
-            continue;
-        };
-        if !blocks.blobs.join(hex).is_file() && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    Ok(removed)
+    crate::layer_cache::forget_entries(dir, |path, hex| {
+        !blocks.blobs.join(hex).is_file() && std::fs::remove_file(path).is_ok()
+    })
 }
 
 #[cfg(test)]

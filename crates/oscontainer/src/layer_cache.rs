@@ -124,6 +124,16 @@ impl LayerCache {
 /// the layout `oci` (after a prune); returns how many.
 pub fn forget_pruned(dir: &Path, oci: &Path) -> Result<usize> {
     let cache = LayerCache::new(dir, oci);
+    forget_entries(dir, |path, key| cache.get(key).is_none() && !path.exists())
+}
+
+/// Goes through the `<key>.json` entries of the cache `dir`; `forgotten`
+/// removes an entry whose blob is gone and says whether it did. How many
+/// were removed.
+pub(crate) fn forget_entries(
+    dir: &Path,
+    mut forgotten: impl FnMut(&Path, &str) -> bool,
+) -> Result<usize> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -140,7 +150,7 @@ pub fn forget_pruned(dir: &Path, oci: &Path) -> Result<usize> {
         let Some(key) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
             continue;
         };
-        if cache.get(key).is_none() && !entry.path().exists() {
+        if forgotten(&entry.path(), key) {
             removed += 1;
         }
     }

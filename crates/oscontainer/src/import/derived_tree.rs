@@ -93,6 +93,17 @@ pub(super) struct DerivedTree<'r> {
 /// Where a tree keeps its SELinux policy.
 const POLICY_DIR: &str = "usr/etc/selinux";
 
+/// A regular file of a layer as it becomes a content object: owner,
+/// permission bits, xattrs, and its path (for errors).
+#[derive(Clone, Copy)]
+struct FileObject<'a> {
+    uid: u32,
+    gid: u32,
+    mode: u32,
+    xattrs: &'a glib::Variant,
+    path: &'a str,
+}
+
 /// Regular files up to this size are hashed before they are written
 /// ([`DerivedTree::write_known_file`]); larger ones stream into the
 /// repository.
@@ -453,7 +464,14 @@ impl<'r> DerivedTree<'r> {
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 let size = entry.size();
                 if size <= HASHED_FIRST && self.previous_has_file(&path) {
-                    self.write_known_file(entry, uid, gid, mode, &xattrs, desc, &path)?
+                    let file = FileObject {
+                        uid,
+                        gid,
+                        mode,
+                        xattrs: &xattrs,
+                        path: &path,
+                    };
+                    self.write_known_file(entry, &file, desc)?
                 } else {
                     let w = self
                         .repo
@@ -538,42 +556,39 @@ impl<'r> DerivedTree<'r> {
     /// before finding that out. Hashing first costs a file that is new
     /// (measured: 0.25 s more for the first 4.13 layer at RHCOS size), so
     /// it is done only where the build before had a file.
-    #[allow(clippy::too_many_arguments)]
     fn write_known_file<R: Read>(
         &mut self,
         entry: &mut tar::Entry<R>,
-        uid: u32,
-        gid: u32,
-        mode: u32,
-        xattrs: &glib::Variant,
+        file: &FileObject,
         desc: &dyn LayerName,
-        path: &str,
     ) -> Result<String> {
-        let size = entry.size();
+        let (size, path) = (entry.size(), file.path);
         let mut content = std::mem::take(&mut self.content);
         content.clear();
         let written = match entry.take(size).read_to_end(&mut content) {
             Err(e) => Err(bad_layer(desc, format!("reading {path}: {e}"))),
             Ok(n) if n as u64 != size => Err(bad_layer(desc, format!("{path}: truncated"))),
-            Ok(_) => self.write_content(&content, uid, gid, mode, xattrs, desc, path),
+            Ok(_) => self.write_content(&content, file, desc),
         };
         self.content = content;
         written
     }
 
     /// [`DerivedTree::write_known_file`] once the content is read.
-    #[allow(clippy::too_many_arguments)]
     fn write_content(
         &self,
         content: &[u8],
-        uid: u32,
-        gid: u32,
-        mode: u32,
-        xattrs: &glib::Variant,
+        file: &FileObject,
         desc: &dyn LayerName,
-        path: &str,
     ) -> Result<String> {
         use sha2::Digest as _;
+        let FileObject {
+            uid,
+            gid,
+            mode,
+            xattrs,
+            path,
+        } = *file;
         let size = content.len() as u64;
         let mode = libc_s_ifreg() | mode;
         let mut sha = sha2::Sha256::new();
