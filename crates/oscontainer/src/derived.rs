@@ -495,15 +495,16 @@ pub(crate) fn write_dir_layer(
     })?;
     if let (Some(b), Some(index)) = (blocks, index) {
         let digest = format!("sha256:{}", written.blob.sha256().digest());
+        let listed = index.blocks();
         tracing::debug!(
             "{digest}: {} of {} gzip blocks copied from the layers before",
             index.copied(),
-            index.blocks().len()
+            listed.len()
         );
         // A cache: the layer is whole without its entry.
         if let Err(e) = b
             .cache
-            .put(&digest, written.blob.size(), GZIP_LEVEL, &index.blocks())
+            .put(&digest, written.blob.size(), GZIP_LEVEL, &listed)
         {
             tracing::warn!("{e}");
         }

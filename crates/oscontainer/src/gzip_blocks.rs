@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use strata_process::gzip::{Block, Deflated, BLOCK, DEFLATE};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The version of the entries: part of every one.
 const FORMAT: &str = "strata-gzip-blocks-1";
@@ -58,10 +58,6 @@ impl GzipBlocks {
         }
     }
 
-    fn entry_path(&self, hex: &str) -> PathBuf {
-        self.dir.join(format!("{hex}.json"))
-    }
-
     /// The blocks of each blob of `digests` (`sha256:…`) that has an entry
     /// for `level` and is still in the layout.
     pub(crate) fn earlier(&self, digests: &[String], level: u8) -> Vec<Deflated> {
@@ -76,7 +72,8 @@ impl GzipBlocks {
             return None;
         }
         let entry: Entry =
-            serde_json::from_slice(&std::fs::read(self.entry_path(hex)).ok()?).ok()?;
+            serde_json::from_slice(&std::fs::read(self.dir.join(format!("{hex}.json"))).ok()?)
+                .ok()?;
         if entry.format != FORMAT
             || entry.deflate != DEFLATE
             || entry.block != BLOCK
@@ -103,14 +100,6 @@ impl GzipBlocks {
     /// Records the blocks of the complete blob `digest` of `size` bytes,
     /// gzipped at `level`.
     pub(crate) fn put(&self, digest: &str, size: u64, level: u8, blocks: &[Block]) -> Result<()> {
-        let io = |source| Error::Io {
-            context: format!(
-                "recording the gzip blocks of {digest} in {}",
-                self.dir.display()
-            ),
-            source,
-        };
-        let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
         let entry = Entry {
             format: FORMAT.into(),
             deflate: DEFLATE.into(),
@@ -122,15 +111,13 @@ impl GzipBlocks {
                 .map(|b| (hex::encode(b.input), b.offset, b.len))
                 .collect(),
         };
-        let text = serde_json::to_vec(&entry).map_err(|source| Error::Json {
-            context: "a gzip blocks entry".into(),
-            source,
-        })?;
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
-        std::io::Write::write_all(&mut tmp, &text).map_err(io)?;
-        tmp.persist(self.entry_path(hex)).map_err(|e| io(e.error))?;
-        Ok(())
+        let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+        crate::layer_cache::put_entry(
+            &self.dir,
+            hex,
+            &entry,
+            &format!("recording the gzip blocks of {digest}"),
+        )
     }
 }
 

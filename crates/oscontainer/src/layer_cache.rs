@@ -103,21 +103,38 @@ impl LayerCache {
 
     /// Records that `key`'s layer is `layer` (whose blob is complete).
     pub(crate) fn put(&self, key: &str, layer: &WrittenLayer) -> Result<()> {
-        let io = |source| Error::Io {
-            context: format!("recording layer {} in {}", layer.digest, self.dir.display()),
-            source,
-        };
-        std::fs::create_dir_all(&self.dir).map_err(io)?;
-        let text = serde_json::to_vec(layer).map_err(|source| Error::Json {
-            context: "a layer cache entry".into(),
-            source,
-        })?;
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
-        std::io::Write::write_all(&mut tmp, &text).map_err(io)?;
-        tmp.persist(self.dir.join(format!("{key}.json")))
-            .map_err(|e| io(e.error))?;
-        Ok(())
+        put_entry(
+            &self.dir,
+            key,
+            layer,
+            &format!("recording layer {}", layer.digest),
+        )
     }
+}
+
+/// Writes `value` as the entry `<key>.json` of the cache `dir`: a
+/// temporary file, then a rename, so that no reader sees half of one.
+/// `what` names the write in errors.
+pub(crate) fn put_entry<T: serde::Serialize>(
+    dir: &Path,
+    key: &str,
+    value: &T,
+    what: &str,
+) -> Result<()> {
+    let io = |source| Error::Io {
+        context: format!("{what} in {}", dir.display()),
+        source,
+    };
+    let text = serde_json::to_vec(value).map_err(|source| Error::Json {
+        context: what.to_string(),
+        source,
+    })?;
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io)?;
+    std::io::Write::write_all(&mut tmp, &text).map_err(io)?;
+    tmp.persist(dir.join(format!("{key}.json")))
+        .map_err(|e| io(e.error))?;
+    Ok(())
 }
 
 /// Removes the entries of the cache in `dir` whose blob is no longer in
