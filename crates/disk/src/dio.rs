@@ -20,48 +20,20 @@ use anyhow::{Context, Result};
 
 use crate::hash::FileHasher;
 
-/// The alignment direct transfers need (the largest logical block size).
-pub(crate) const ALIGN: usize = 4096;
+pub(crate) use strata_process::direct::{Aligned, ALIGN};
 
 /// Opens `path` for writing with direct I/O where its filesystem has it.
 pub(crate) fn open_for_writing(path: &Path) -> Result<std::fs::File> {
-    let open = |flags: rustix::fs::OFlags| {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(flags.bits() as i32)
-            .open(path)
-    };
-    match open(rustix::fs::OFlags::DIRECT) {
-        Ok(f) => Ok(f),
-        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-            open(rustix::fs::OFlags::empty())
-        }
+    let opened = match strata_process::direct::open_direct(path) {
+        Ok(Some(f)) => Ok(f),
+        Ok(None) => std::fs::OpenOptions::new().write(true).open(path),
         Err(e) => Err(e),
-    }
-    .with_context(|| format!("opening {}", path.display()))
+    };
+    opened.with_context(|| format!("opening {}", path.display()))
 }
 
 /// The largest piece [`Reader::stream`] hands over at once.
 pub(crate) const STREAM_CHUNK: usize = 8 << 20;
-
-/// `len` bytes of block-aligned memory.
-pub(crate) struct Aligned {
-    backing: Vec<u8>,
-    skip: usize,
-    len: usize,
-}
-
-impl Aligned {
-    pub(crate) fn new(len: usize) -> Aligned {
-        let backing = vec![0u8; len + ALIGN];
-        let skip = backing.as_ptr().align_offset(ALIGN);
-        Aligned { backing, skip, len }
-    }
-
-    pub(crate) fn get(&mut self) -> &mut [u8] {
-        &mut self.backing[self.skip..self.skip + self.len]
-    }
-}
 
 /// A file read from the page cache where it is there, and the rest with
 /// direct I/O when the file allows it.
@@ -192,14 +164,17 @@ impl Reader {
 /// Copies bytes `offset..offset + len` of `from` into `to` at the same
 /// offset, data only: holes of `from` stay holes of `to` (a freshly
 /// sized file), so a filesystem written sparsely costs only its data.
-/// `hasher`, a hasher of `to` that has reached `offset`, hashes the range
-/// as it is copied, and its holes as the zeros they are.
+/// `hashers`, each a hasher of `to` or of `from` that has reached
+/// `offset`, hash the range as it is copied (the same bytes at the same
+/// offset in both files), and its holes as the zeros they are: the
+/// source's root is read once for its own hash and the copy's. Each
+/// piece is hashed on a thread per hasher while it is written.
 pub(crate) fn copy_range(
     from: &Path,
     to: &Path,
     offset: u64,
     len: u64,
-    mut hasher: Option<&mut FileHasher>,
+    hashers: &mut [&mut FileHasher],
 ) -> Result<()> {
     use rustix::fs::SeekFrom;
     let what = || {
@@ -232,23 +207,31 @@ pub(crate) fn copy_range(
             .map_err(std::io::Error::from)
             .with_context(what)?
             .min(end);
-        if let Some(h) = hasher.as_deref_mut() {
-            // Up to `data`, `to` is a hole: it reads as zeros.
+        for h in hashers.iter_mut() {
+            // Up to `data`, both files are holes: they read as zeros.
             h.advance_to(data)?;
         }
         src.stream(data, hole, |piece, pos| {
             let aligned = pos % ALIGN as u64 == 0 && piece.len() % ALIGN == 0;
             let out = if aligned { &dst } else { &dst_buffered };
-            out.write_all_at(piece, pos)?;
-            if let Some(h) = hasher.as_deref_mut() {
-                h.feed(pos, piece).map_err(std::io::Error::other)?;
-            }
-            Ok(())
+            std::thread::scope(|s| {
+                let hashing: Vec<_> = hashers
+                    .iter_mut()
+                    .map(|h| s.spawn(move || h.feed(pos, piece)))
+                    .collect();
+                let written = out.write_all_at(piece, pos);
+                for h in hashing {
+                    h.join()
+                        .expect("a hashing thread panicked")
+                        .map_err(std::io::Error::other)?;
+                }
+                written
+            })
         })
         .with_context(what)?;
         at = hole;
     }
-    if let Some(h) = hasher {
+    for h in hashers.iter_mut() {
         h.advance_to(end)?;
     }
     Ok(())
@@ -284,15 +267,24 @@ mod tests {
                 .unwrap()
                 .set_len(64 * MIB)
                 .unwrap();
-            // Hashed as it is copied, the second time.
-            let mut h = (!cached).then(|| FileHasher::open(&to).unwrap());
-            if let Some(h) = h.as_mut() {
-                h.advance_to(4 * MIB).unwrap();
-            }
-            copy_range(&from, &to, 4 * MIB, 50 * MIB, h.as_mut()).unwrap();
+            // Both files hashed as the range is copied, the second time
+            // (`from` has data before and after the range).
+            let mut hashers: Vec<FileHasher> = match cached {
+                true => vec![],
+                false => [&to, &from]
+                    .into_iter()
+                    .map(|path| {
+                        let mut h = FileHasher::open(path).unwrap();
+                        h.advance_to(4 * MIB).unwrap();
+                        h
+                    })
+                    .collect(),
+            };
+            let mut feeding: Vec<&mut FileHasher> = hashers.iter_mut().collect();
+            copy_range(&from, &to, 4 * MIB, 50 * MIB, &mut feeding).unwrap();
             let (a, b) = (std::fs::read(&from).unwrap(), std::fs::read(&to).unwrap());
-            if let Some(h) = h {
-                assert_eq!(h.finish().unwrap(), crate::hash::hash_file(&to).unwrap());
+            for (h, path) in hashers.into_iter().zip([&to, &from]) {
+                assert_eq!(h.finish().unwrap(), crate::hash::hash_file(path).unwrap());
             }
             let range = (4 * MIB) as usize..(54 * MIB) as usize;
             assert!(a[range.clone()] == b[range.clone()], "cached: {cached}");

@@ -9,6 +9,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use crate::bootfiles::{self, BootFiles};
+use crate::hash::FileHasher;
 use crate::userns::Job;
 use crate::{fs, hash, layout, raw};
 use crate::{Artifact, Build, Platform, Uncompressed};
@@ -45,6 +46,29 @@ impl Build<'_> {
         started: std::time::Instant,
     ) -> Result<Vec<Artifact>> {
         let (opts, id, ns, stage) = (self.opts, self.id, self.ns, &self.stage);
+        let plans = self
+            .write_order()
+            .into_iter()
+            .map(|p| {
+                let size = opts.size.or(p.fixed_size);
+                Ok((p, layout::plan(p.sector_size, root_min, size, &opts.uuids)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // The raw artifact (its place in `plans`) a converted disk takes
+        // its root filesystem from: one written before it with its
+        // layout. The disk then differs from it only before the root
+        // partition (the boot filesystem's kernel arguments): its raw
+        // holds that part, and the conversion reads the rest from the
+        // artifact (qemu-img concatenates its sources; the same bytes as
+        // from a whole raw), so the root filesystem is not copied once
+        // more only to be read.
+        let borrows = |i: usize| -> Option<usize> {
+            let (p, lay) = &plans[i];
+            p.format.qemu_img_args()?;
+            plans[..i]
+                .iter()
+                .position(|(q, l)| q.format.qemu_img_args().is_none() && l == lay)
+        };
         std::thread::scope(|scope| -> Result<Vec<Artifact>> {
             let mut hashing = Vec::new();
             // The first raw disk written, with its root partition: the
@@ -52,32 +76,24 @@ impl Build<'_> {
             // the same is copied from it. A converted disk's raw stays
             // until the last disk is written and converted.
             let mut first_root: Option<(PathBuf, layout::Part)> = None;
-            // The raw artifacts written, with their layouts.
-            let mut raws: Vec<(PathBuf, layout::Layout)> = Vec::new();
+            // The first disk's hasher while a later disk is to copy its
+            // root: that copy hashes both (see `raw::write_disk`).
+            let mut lender: Option<(&'static Platform, PathBuf, FileHasher)> = None;
+            // The raw artifacts written, by their place in `plans`.
+            let mut raws: Vec<(usize, PathBuf)> = Vec::new();
             let mut converted_raws = Vec::new();
-            for p in self.write_order() {
+            for (i, (p, lay)) in plans.iter().enumerate() {
+                let (p, lay) = (*p, lay.clone());
                 let t = std::time::Instant::now();
                 let boot_p = stage.dir.join(format!("boot-{}", p.name));
                 fs::copy_tree(&stage.boot, &boot_p)?;
                 bootfiles::platform_boot(&boot_p, p, id, &files.pretty, files.reads_bls)?;
                 let raw = stage.dir.join(format!("{}.raw", p.name));
-                let lay = layout::plan(
-                    p.sector_size,
-                    root_min,
-                    opts.size.or(p.fixed_size),
-                    &opts.uuids,
-                )?;
                 let converted = p.format.qemu_img_args();
-                // A disk to convert whose layout a raw artifact has
-                // differs from it only before the root partition (the
-                // boot filesystem's kernel arguments): its raw holds that
-                // part, and the conversion reads the rest from the
-                // artifact (qemu-img concatenates its sources; the same
-                // bytes as from a whole raw), so the root filesystem is
-                // not copied once more only to be read.
-                let borrowed = converted
-                    .and(raws.iter().find(|(_, l)| *l == lay))
-                    .map(|(path, _)| path.clone());
+                let borrowed = borrows(i).map(|j| {
+                    let (_, path) = raws.iter().find(|(k, _)| *k == j).expect("written before");
+                    path.clone()
+                });
                 let root = match &first_root {
                     _ if borrowed.is_some() => raw::Root::Elsewhere,
                     Some((path, part)) if part == lay.root() => raw::Root::CopyFrom(path),
@@ -88,6 +104,7 @@ impl Build<'_> {
                     _ if in_memory => bail!("{}: the sysroot is gone", p.name),
                     _ => raw::Root::Tree(&stage.sysroot),
                 };
+                let copies = matches!(root, raw::Root::CopyFrom(_));
                 let prefix_hashed = raw::write_disk(
                     ns,
                     &raw,
@@ -102,7 +119,13 @@ impl Build<'_> {
                         epoch: self.epoch,
                     },
                     converted.is_none(),
+                    lender.as_mut().filter(|_| copies).map(|(_, _, h)| h),
                 )?;
+                if copies {
+                    if let Some(lent) = lender.take() {
+                        hashing.push(finish_lent(scope, lent, started));
+                    }
+                }
                 let name = format!(
                     "{}-{}-{}.x86_64.{}",
                     id.osname,
@@ -114,7 +137,7 @@ impl Build<'_> {
                 let kept = match converted {
                     None => {
                         std::fs::rename(&raw, &dest)?;
-                        raws.push((dest.clone(), lay.clone()));
+                        raws.push((i, dest.clone()));
                         dest.clone()
                     }
                     Some(_) => {
@@ -123,10 +146,21 @@ impl Build<'_> {
                         raw.clone()
                     }
                 };
+                let (mut prefix_hashed, mut lent) = (prefix_hashed, false);
                 if first_root.is_none() && borrowed.is_none() {
+                    // A later disk that copies this root hashes it too.
+                    let copied = (i + 1..plans.len())
+                        .any(|j| borrows(j).is_none() && plans[j].1.root() == lay.root());
+                    if let Some(h) = prefix_hashed.take_if(|_| copied) {
+                        lender = Some((p, dest.clone(), h));
+                        lent = true;
+                    }
                     first_root = Some((kept, lay.root().clone()));
                 }
                 tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
+                if lent {
+                    continue;
+                }
                 let hash = scope.spawn({
                     let dest = dest.clone();
                     move || -> Result<(u64, String)> {
@@ -155,6 +189,10 @@ impl Build<'_> {
                     }
                 });
                 hashing.push((p, dest, hash));
+            }
+            // No later disk copied the first one's root after all.
+            if let Some(lent) = lender.take() {
+                hashing.push(finish_lent(scope, lent, started));
             }
             tracing::debug!(elapsed = ?started.elapsed(), "every disk written");
             // The sysroot is no longer needed: removing thousands of files
@@ -195,6 +233,29 @@ impl Build<'_> {
         })
     }
 }
+
+/// The rest of a disk whose root another disk's copy hashed, hashed on
+/// a thread of its own.
+fn finish_lent<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    (p, dest, hasher): (&'static Platform, PathBuf, FileHasher),
+    started: std::time::Instant,
+) -> Hashing<'scope> {
+    let path = dest.clone();
+    let hash = scope.spawn(move || {
+        let hashed = hasher.finish();
+        tracing::debug!(elapsed = ?started.elapsed(), "hashed {}", path.display());
+        hashed
+    });
+    (p, dest, hash)
+}
+
+/// A disk being hashed: its platform, its file, the thread.
+type Hashing<'scope> = (
+    &'static Platform,
+    PathBuf,
+    std::thread::ScopedJoinHandle<'scope, Result<(u64, String)>>,
+);
 
 /// Each disk gzipped in place of itself (deterministic: the layers' gzip),
 /// its record naming the `.gz` file with the content's size and hash.

@@ -51,12 +51,17 @@ pub(crate) enum Root<'a> {
 /// written, so it is hashed while the root filesystem is (hashing a disk
 /// costs about as much as writing its root). The caller hashes the rest
 /// off the critical path.
+///
+/// `lender` is the hasher of the disk [`Root::CopyFrom`] names, at the
+/// start of its root: it is fed that root as it is copied, so the root is
+/// read once for both disks' hashes.
 pub(crate) fn write_disk(
     ns: &Namespace,
     raw: &Path,
     lay: &layout::Layout,
     src: &Sources,
     hash: bool,
+    lender: Option<&mut FileHasher>,
 ) -> Result<Option<FileHasher>> {
     if !matches!(src.root, Root::Written) {
         let file =
@@ -141,24 +146,34 @@ pub(crate) fn write_disk(
         })
     };
     ns.run::<()>(&ext4(lay.boot(), "boot", &src.uuids.boot_fs, src.boot))?;
+    // A copied root is hashed as it is copied, not read back.
+    if let Root::CopyFrom(from) = src.root {
+        let root = lay.root();
+        let mut own = match hash {
+            true => {
+                let mut h = FileHasher::open(raw)?;
+                h.advance_to(root.start)?;
+                Some(h)
+            }
+            false => None,
+        };
+        let mut hashers: Vec<&mut FileHasher> = own.iter_mut().chain(lender).collect();
+        crate::dio::copy_range(from, raw, root.start, root.size, &mut hashers)?;
+        return Ok(own);
+    }
+    if lender.is_some() {
+        bail!(
+            "{}: a root not copied from a disk cannot hash it",
+            raw.display()
+        );
+    }
     let write_root = || match src.root {
         Root::Tree(tree) => ns.run::<()>(&ext4(lay.root(), "root", &src.uuids.root_fs, tree)),
-        Root::CopyFrom(from) => {
-            crate::dio::copy_range(from, raw, lay.root().start, lay.root().size, None)
-        }
-        Root::Written | Root::Elsewhere => Ok(()),
+        Root::CopyFrom(_) | Root::Written | Root::Elsewhere => Ok(()),
     };
     if !hash {
         write_root()?;
         return Ok(None);
-    }
-    // A copied root is hashed as it is copied, not read back.
-    if let Root::CopyFrom(from) = src.root {
-        let mut h = FileHasher::open(raw)?;
-        h.advance_to(lay.root().start)?;
-        let root = lay.root();
-        crate::dio::copy_range(from, raw, root.start, root.size, Some(&mut h))?;
-        return Ok(Some(h));
     }
     std::thread::scope(|scope| {
         let prefix = scope.spawn(|| -> Result<FileHasher> {

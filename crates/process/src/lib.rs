@@ -12,6 +12,7 @@
 //! ([`cpio`]) and deterministic parallel gzip ([`gzip`]).
 
 pub mod cpio;
+pub mod direct;
 pub mod fanotify;
 pub mod fds;
 pub mod gzip;
