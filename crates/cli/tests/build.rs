@@ -417,7 +417,9 @@ fn boot_node(
 ) -> (String, String) {
     let mut spec = strata_testdistro::boot::BootSpec::new(firmware, disk);
     spec.snapshot = false;
-    spec.timeout = Duration::from_secs(240);
+    // The first boot shares the two cores with the live media's two
+    // guests (and with the other test group's): the live boots' limit.
+    spec.timeout = Duration::from_secs(360);
     if let Some(config) = ignition {
         spec.fw_cfg
             .push(("opt/com.coreos/config".into(), config.to_path_buf()));

@@ -37,7 +37,8 @@ impl Build<'_> {
     /// converted and hashed in a thread of its own while the next is
     /// written and the sysroot removed; a raw disk's part before its root
     /// filesystem was already hashed while the root was written (see
-    /// `raw::write_disk`).
+    /// `raw::write_disk`), and a root another disk copies is hashed by
+    /// that copy's read of it.
     pub(crate) fn write_disks(
         &self,
         files: &BootFiles,
