@@ -99,7 +99,7 @@ impl ArtifactFile {
     /// through the page cache.
     fn write_out(&mut self) -> io::Result<()> {
         let at = self.size - self.filled as u64;
-        let aligned = at % ALIGN as u64 == 0 && self.filled % ALIGN == 0;
+        let aligned = at.is_multiple_of(ALIGN as u64) && self.filled.is_multiple_of(ALIGN);
         let out = match &self.direct {
             Some(direct) if aligned => direct,
             _ => self.tmp.as_file(),
