@@ -55,33 +55,16 @@ impl Build<'_> {
                 Ok((p, layout::plan(p.sector_size, root_min, size, &opts.uuids)?))
             })
             .collect::<Result<Vec<_>>>()?;
-        // The raw artifact (its place in `plans`) a converted disk takes
-        // its root filesystem from: one written before it with its
-        // layout. The disk then differs from it only before the root
-        // partition (the boot filesystem's kernel arguments): its raw
-        // holds that part, and the conversion reads the rest from the
-        // artifact (qemu-img concatenates its sources; the same bytes as
-        // from a whole raw), so the root filesystem is not copied once
-        // more only to be read.
-        let borrows = |i: usize| -> Option<usize> {
-            let (p, lay) = &plans[i];
-            p.format.qemu_img_args()?;
-            plans[..i]
-                .iter()
-                .position(|(q, l)| q.format.qemu_img_args().is_none() && l == lay)
-        };
+        let roots = root_sources(&plans);
         std::thread::scope(|scope| -> Result<Vec<Artifact>> {
             let mut hashing = Vec::new();
-            // The first raw disk written, with its root partition: the
-            // root filesystem of every later disk whose root partition is
-            // the same is copied from it. A converted disk's raw stays
-            // until the last disk is written and converted.
-            let mut first_root: Option<(PathBuf, layout::Part)> = None;
+            // The file each disk written so far keeps its root filesystem
+            // in: the artifact of a raw disk, the raw of a converted one
+            // (it stays until the last disk is written and converted).
+            let mut kept: Vec<PathBuf> = Vec::new();
             // The first disk's hasher while a later disk is to copy its
             // root: that copy hashes both (see `raw::write_disk`).
             let mut lender: Option<(&'static Platform, PathBuf, FileHasher)> = None;
-            // The raw artifacts written, by their place in `plans`.
-            let mut raws: Vec<(usize, PathBuf)> = Vec::new();
             let mut converted_raws = Vec::new();
             for (i, (p, lay)) in plans.iter().enumerate() {
                 let (p, lay) = (*p, lay.clone());
@@ -91,19 +74,19 @@ impl Build<'_> {
                 bootfiles::platform_boot(&boot_p, p, id, &files.pretty, files.reads_bls)?;
                 let raw = stage.dir.join(format!("{}.raw", p.name));
                 let converted = p.format.qemu_img_args();
-                let borrowed = borrows(i).map(|j| {
-                    let (_, path) = raws.iter().find(|(k, _)| *k == j).expect("written before");
-                    path.clone()
-                });
-                let root = match &first_root {
-                    _ if borrowed.is_some() => raw::Root::Elsewhere,
-                    Some((path, part)) if part == lay.root() => raw::Root::CopyFrom(path),
+                let borrowed = match roots[i] {
+                    RootFrom::Borrow(j) => Some(kept[j].clone()),
+                    _ => None,
+                };
+                let root = match roots[i] {
+                    RootFrom::Borrow(_) => raw::Root::Elsewhere,
+                    RootFrom::Copy(j) => raw::Root::CopyFrom(&kept[j]),
                     // The deployment wrote the first disk's root (see
                     // `Build::in_memory`, which holds the others to the
                     // same partition).
-                    None if in_memory => raw::Root::Written,
-                    _ if in_memory => bail!("{}: the sysroot is gone", p.name),
-                    _ => raw::Root::Tree(&stage.sysroot),
+                    RootFrom::Own if in_memory && i == 0 => raw::Root::Written,
+                    RootFrom::Own if in_memory => bail!("{}: the sysroot is gone", p.name),
+                    RootFrom::Own => raw::Root::Tree(&stage.sysroot),
                 };
                 let copies = matches!(root, raw::Root::CopyFrom(_));
                 let prefix_hashed = raw::write_disk(
@@ -135,31 +118,23 @@ impl Build<'_> {
                     p.extension()
                 );
                 let dest = stage.out.join(&name);
-                let kept = match converted {
+                match converted {
                     None => {
                         std::fs::rename(&raw, &dest)?;
-                        raws.push((i, dest.clone()));
-                        dest.clone()
+                        kept.push(dest.clone());
                     }
                     Some(_) => {
                         strata_process::require("qemu-img")?;
                         converted_raws.push(raw.clone());
-                        raw.clone()
+                        kept.push(raw.clone());
                     }
-                };
-                let (mut prefix_hashed, mut lent) = (prefix_hashed, false);
-                if first_root.is_none() && borrowed.is_none() {
-                    // A later disk that copies this root hashes it too.
-                    let copied = (i + 1..plans.len())
-                        .any(|j| borrows(j).is_none() && plans[j].1.root() == lay.root());
-                    if let Some(h) = prefix_hashed.take_if(|_| copied) {
-                        lender = Some((p, dest.clone(), h));
-                        lent = true;
-                    }
-                    first_root = Some((kept, lay.root().clone()));
                 }
                 tracing::info!(platform = p.name, elapsed = ?t.elapsed(), "wrote {name}");
-                if lent {
+                // A later disk that copies this root hashes it too.
+                let copied = roots.contains(&RootFrom::Copy(i));
+                let mut prefix_hashed = prefix_hashed;
+                if let Some(h) = prefix_hashed.take_if(|_| copied) {
+                    lender = Some((p, dest, h));
                     continue;
                 }
                 let hash = scope.spawn({
@@ -235,6 +210,41 @@ impl Build<'_> {
     }
 }
 
+/// Where a planned disk's root filesystem comes from (disks by their
+/// place in the plans).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RootFrom {
+    /// Written for this disk.
+    Own,
+    /// Copied from the first disk, whose root partition is the same (the
+    /// root filesystem does not differ between platforms).
+    Copy(usize),
+    /// Left to the conversion, which reads it from that raw artifact: a
+    /// disk to convert whose layout the artifact has differs from it only
+    /// before the root partition (the boot filesystem's kernel
+    /// arguments). Its raw holds that part, and qemu-img concatenates the
+    /// two (the same bytes as from a whole raw), so the root filesystem is
+    /// not copied once more only to be read.
+    Borrow(usize),
+}
+
+/// Each planned disk's [`RootFrom`], in the order written.
+fn root_sources(plans: &[(&'static Platform, layout::Layout)]) -> Vec<RootFrom> {
+    let raw = |p: &Platform| p.format.qemu_img_args().is_none();
+    plans
+        .iter()
+        .enumerate()
+        .map(|(i, (p, lay))| {
+            let artifact = plans[..i].iter().position(|(q, l)| raw(q) && l == lay);
+            match artifact {
+                Some(j) if !raw(p) => RootFrom::Borrow(j),
+                _ if i > 0 && plans[0].1.root() == lay.root() => RootFrom::Copy(0),
+                _ => RootFrom::Own,
+            }
+        })
+        .collect()
+}
+
 /// The rest of a disk whose root another disk's copy hashed, hashed on
 /// a thread of its own.
 fn finish_lent<'scope>(
@@ -305,6 +315,33 @@ fn raw_slice(path: &Path, offset: u64, len: Option<u64>) -> std::ffi::OsString {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// metal written first; qemu (same layout) converted from its root;
+    /// metal4k (4K sectors, same root partition) copies it.
+    #[test]
+    fn where_each_disks_root_comes_from() {
+        let uuids = layout::Uuids::default();
+        let plans: Vec<_> = ["metal", "qemu", "metal4k"]
+            .map(|name| {
+                let p = Platform::get(name).unwrap();
+                (
+                    p,
+                    layout::plan(p.sector_size, 1 << 30, None, &uuids).unwrap(),
+                )
+            })
+            .into();
+        assert_eq!(
+            root_sources(&plans),
+            [RootFrom::Own, RootFrom::Borrow(0), RootFrom::Copy(0)]
+        );
+        // Another root partition (a fixed size) is written for its disk.
+        let mut sized = plans.clone();
+        sized[2].1 = layout::plan(4096, 1 << 30, Some(8 << 30), &uuids).unwrap();
+        assert_eq!(
+            root_sources(&sized),
+            [RootFrom::Own, RootFrom::Borrow(0), RootFrom::Own]
+        );
+    }
 
     #[test]
     fn raw_slices_for_qemu_img() {
