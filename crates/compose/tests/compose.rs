@@ -253,6 +253,37 @@ fn demo_base_follows_the_conventions() {
         .map(String::as_str)
         .collect();
     assert_eq!(installed, locked);
+    // The tree's own rpm (RHEL 8's writes Berkeley DB only) lists the same
+    // packages, and layers one more into the database as a node does
+    // (`rpm-ostree install` of an EPEL package): its key imported, its
+    // signature checked, its files and header written by that rpm. rpm's
+    // read-only backend on the host then sees it too.
+    let own = run(strata_testdistro::tree_rpm(&tree).args(["-qa", "--qf", "%{NAME}\n"]));
+    let mut own: Vec<&str> = own.lines().collect();
+    own.sort();
+    assert_eq!(own, locked);
+    let f = fixture();
+    let epel = f.repo("epel-8", None).unwrap();
+    let htop = epel.packages.iter().find(|p| p.name == "htop").unwrap();
+    std::fs::copy(f.path(&htop.file), tree.join("var/htop.rpm")).unwrap();
+    std::fs::copy(
+        f.path(&f.info.keys["epel"].path),
+        tree.join("var/epel.key"),
+    )
+    .unwrap();
+    run(Command::new("chroot").arg(&tree).args(["/usr/bin/rpmkeys", "--import", "/var/epel.key"]));
+    let checked = run(Command::new("chroot")
+        .arg(&tree)
+        .args(["/usr/bin/rpmkeys", "--checksig", "/var/htop.rpm"]));
+    assert!(checked.trim().ends_with("digests signatures OK"), "{checked}");
+    run(strata_testdistro::tree_rpm(&tree).args(["-i", "/var/htop.rpm"]));
+    assert!(tree.join("usr/bin/htop").is_file());
+    let layered = run(Command::new("rpm")
+        .args(["--define", "_db_backend bdb_ro", "--dbpath"])
+        .arg(tree.join("usr/share/rpm"))
+        .args(["-q", "htop"]));
+    assert_eq!(layered.trim(), htop.nevra);
+    assert!(!tree.join("usr/share/rpm/rpmdb.sqlite").exists());
     // epel-8 is listed in the manifest but never contributes: RHEL's bash.
     assert_eq!(lock["packages"]["bash"]["evra"], "4.4.20-4.el8_6.x86_64");
     // rpm-ostree's lockfile format: evra, digest, metadata (strata's repo;

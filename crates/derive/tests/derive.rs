@@ -298,6 +298,9 @@ fn releases_share_every_base_layer_and_add_only_their_packages() {
         let installed: BTreeSet<&str> = qa.lines().collect();
         assert!(installed.contains("openshift-kubelet") && installed.contains("bash"));
         assert_eq!(installed.len(), b.packages + r.packages.len());
+        // So does the image's own rpm, which reads Berkeley DB alone.
+        let own = run(strata_testdistro::tree_rpm(&dest).args(["-qa", "--qf", "%{NAME}\n"]));
+        assert_eq!(own.lines().collect::<BTreeSet<&str>>(), installed);
         let users = std::fs::read_to_string(dest.join("usr/lib/passwd")).unwrap();
         assert!(
             users.contains("sshd:") && users.contains("openvswitch:"),

@@ -26,7 +26,8 @@ use crate::spec::{FileKind, FileSpec};
 /// Where `ci/install-deps` puts the packages unless told otherwise.
 pub const DEFAULT_DEB_CACHE: &str = "/var/cache/strata/debs";
 
-/// The list `ci/install-deps` downloads.
+/// The list `ci/install-deps` downloads (a package name, then the Debian
+/// suite when it is not Debian 12's).
 const LIST: &str = include_str!("../debian/packages");
 
 /// Debian's multiarch library directory, where its programs look for libraries.
@@ -61,8 +62,7 @@ const MOVED: &[(&str, &str)] = &[
 /// The package names of the list, in order.
 pub fn names() -> impl Iterator<Item = &'static str> {
     LIST.lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .filter(|l| !l.is_empty())
+        .filter_map(|l| l.split('#').next().unwrap_or("").split_whitespace().next())
 }
 
 /// The cached `.deb` of every listed package.

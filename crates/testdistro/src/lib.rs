@@ -39,6 +39,17 @@ pub fn require_root(why: &str) {
     );
 }
 
+/// The tree's own rpm, run inside `tree` (a writable copy: rpm writes to
+/// the database it opens), which finds its database where the tree's
+/// macros say. The judge of an image's rpm database that is not strata's
+/// host rpm: it reads and writes only the backend the tree's rpm has
+/// (Berkeley DB on RHEL 8). Needs root (chroot).
+pub fn tree_rpm(tree: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new("chroot");
+    cmd.arg(tree).arg("/usr/bin/rpm");
+    cmd
+}
+
 /// The account tests run strata as when they need an ordinary user with
 /// subordinate ids (`/etc/subuid`, `/etc/subgid`; ci/install-deps creates
 /// it): its uid and gid. Fails the calling test, naming the fix, when it

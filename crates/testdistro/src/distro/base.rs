@@ -171,6 +171,61 @@ pub(super) fn openssl_libs(ing: &Ingredients, zstream: bool) -> PkgSpec {
     p
 }
 
+/// rpm and rpm-libs from Debian 11's rpm 4.16, which reads and writes
+/// Berkeley DB databases as RHEL 8's rpm (4.14) does (Debian 12's 4.18 only
+/// reads them): the tree's own rpm, which queries and layers packages on a
+/// node. The query, verify and key tools only (rpmbuild and rpmsign are
+/// RHEL's rpm-build and rpm-sign; the plugins are rpm-plugin-*). The
+/// macros say what RHEL's do: the database in /var/lib/rpm (Debian's rpm
+/// keeps one per user), Berkeley DB on RHEL 8 and sqlite from RHEL 9.
+pub(super) fn rpm(ing: &Ingredients) -> (PkgSpec, PkgSpec) {
+    const KEPT: &[&str] = &[
+        "/usr/bin/rpm",
+        "/usr/bin/rpmdb",
+        "/usr/bin/rpmkeys",
+        "/usr/bin/rpmquery",
+        "/usr/bin/rpmverify",
+        "/usr/lib/rpm",
+        "/usr/lib/rpm/macros",
+        "/usr/lib/rpm/macros.d",
+        "/usr/lib/rpm/rpmrc",
+        "/var/lib/rpm",
+    ];
+    let (version, release) = ("4.14.3", "23.el8");
+    let mut p = real(ing, "rpm", version, release, &["rpm", "rpm-common"]);
+    p.files.retain(|f| {
+        KEPT.contains(&f.path.as_str())
+            || f.path.starts_with("/usr/lib/rpm/platform/")
+            || f.path.starts_with("/usr/lib/rpm/rpmpopt-")
+    });
+    let backend = if ing.flavour.major() >= 9 { "sqlite" } else { "bdb" };
+    for f in &mut p.files {
+        if let (true, FileKind::File(content)) = (f.path == "/usr/lib/rpm/macros", &mut f.kind) {
+            let text = String::from_utf8(content.clone()).expect("rpm's macros are text");
+            let patched: Vec<String> = text
+                .lines()
+                .map(|l| match l.split_whitespace().next() {
+                    Some("%_dbpath") => "%_dbpath\t\t%{_var}/lib/rpm".to_string(),
+                    Some("%_db_backend") => format!("%_db_backend\t      {backend}"),
+                    _ => l.to_string(),
+                })
+                .collect();
+            assert!(
+                patched.iter().any(|l| l.contains("{_var}/lib/rpm"))
+                    && patched.iter().any(|l| l.ends_with(backend)),
+                "Debian's rpm macros no longer set %_dbpath and %_db_backend"
+            );
+            *content = (patched.join("\n") + "\n").into_bytes();
+        }
+    }
+    let (_, requires) = debian::elf_deps(&p.files);
+    p.requires = requires.into_iter().map(Dep).collect();
+    p = p.requires(&[&format!("rpm-libs = {version}-{release}")]);
+    let libs = real(ing, "rpm-libs", version, release, &["librpm9", "librpmio9"])
+        .requires(&[&format!("rpm = {version}-{release}")]);
+    (p, libs)
+}
+
 /// Libraries and tools taken whole from Debian: RHEL name, version,
 /// release, Debian packages.
 pub(super) const REAL: &[(&str, &str, &str, &[&str])] = &[
@@ -252,6 +307,11 @@ pub(super) const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("grep", "3.1", "6.el8", &["grep"]),
     ("gzip", "1.9", "13.el8", &["gzip"]),
     ("cpio", "2.12", "11.el8", &["cpio"]),
+    ("popt", "1.18", "1.el8", &["libpopt0"]),
+    ("libdb", "5.3.28", "42.el8_4", &["libdb5.3"]),
+    ("sqlite-libs", "3.26.0", "15.el8", &["libsqlite3-0"]),
+    ("lua-libs", "5.3.4", "12.el8", &["liblua5.2-0"]),
+    ("libstdc++", "8.5.0", "10.el8", &["libstdc++6"]),
 ];
 
 /// The users and groups RHEL 8's setup package ships (its uidgid table).
@@ -347,6 +407,8 @@ pub(super) fn os_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Ve
         chrony(),
         failing_post(),
     ]);
+    let (rpm, rpm_libs) = rpm(ing);
+    baseos.extend([rpm, rpm_libs]);
     baseos.extend(
         REAL.iter()
             .map(|(name, version, release, debs)| real(ing, name, version, release, debs)),
@@ -415,7 +477,6 @@ pub(super) fn os_packages(ing: &Ingredients, zstream: bool) -> (Vec<PkgSpec>, Ve
             1_500_000,
             &["glibc"],
         ),
-        ("rpm", "4.14.3", "23.el8", 2_000_000, &["glibc", "zlib"]),
         ("tar", "1.30", "5.el8", 2_900_000, &["glibc"]),
         ("less", "530", "1.el8", 350_000, &["glibc"]),
         ("vim-minimal", "8.0.1763", "16.el8_5", 1_300_000, &["glibc"]),
