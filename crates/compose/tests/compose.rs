@@ -266,16 +266,19 @@ fn demo_base_follows_the_conventions() {
     let epel = f.repo("epel-8", None).unwrap();
     let htop = epel.packages.iter().find(|p| p.name == "htop").unwrap();
     std::fs::copy(f.path(&htop.file), tree.join("var/htop.rpm")).unwrap();
-    std::fs::copy(
-        f.path(&f.info.keys["epel"].path),
-        tree.join("var/epel.key"),
-    )
-    .unwrap();
-    run(Command::new("chroot").arg(&tree).args(["/usr/bin/rpmkeys", "--import", "/var/epel.key"]));
-    let checked = run(Command::new("chroot")
+    std::fs::copy(f.path(&f.info.keys["epel"].path), tree.join("var/epel.key")).unwrap();
+    run(Command::new("chroot")
         .arg(&tree)
-        .args(["/usr/bin/rpmkeys", "--checksig", "/var/htop.rpm"]));
-    assert!(checked.trim().ends_with("digests signatures OK"), "{checked}");
+        .args(["/usr/bin/rpmkeys", "--import", "/var/epel.key"]));
+    let checked = run(Command::new("chroot").arg(&tree).args([
+        "/usr/bin/rpmkeys",
+        "--checksig",
+        "/var/htop.rpm",
+    ]));
+    assert!(
+        checked.trim().ends_with("digests signatures OK"),
+        "{checked}"
+    );
     run(strata_testdistro::tree_rpm(&tree).args(["-i", "/var/htop.rpm"]));
     assert!(tree.join("usr/bin/htop").is_file());
     let layered = run(Command::new("rpm")
@@ -589,6 +592,76 @@ fn scriptlet_user_ids_stay_what_the_previous_build_gave_them() {
     );
 }
 
+/// RHEL's kernel-core hands the kernel to `kernel-install add` from its
+/// %posttrans; the plugins that would copy it into /boot and run dracut
+/// there never run in an image build, while the scriptlet itself does.
+#[test]
+fn kernel_install_runs_but_its_plugins_stop_before_the_trees_own() {
+    let _serial = serial();
+    let f = fixture();
+    let d = tempfile::tempdir().unwrap();
+    let plugin = |name: &str, body: &str| {
+        FileSpec::file(
+            &format!("/usr/lib/kernel/install.d/{name}"),
+            format!("#!/bin/sh\n{body}"),
+            0o755,
+        )
+    };
+    let mut plugins = PkgSpec::new("strata-kernel-install-plugins", "1.0", "1.el8").files([
+        // Sorts before strata's own plugin: it runs, and says with what.
+        plugin(
+            "00-strata-a-witness.install",
+            "mkdir -p /usr/lib/strata-witness\necho \"$@\" > /usr/lib/strata-witness/kernel-install\n",
+        ),
+        // What dracut's plugin would do on RHEL, where no image keeps it.
+        plugin(
+            "50-strata-initrd.install",
+            "echo made > /boot/initramfs-$2.img\nexit 1\n",
+        ),
+    ]);
+    plugins.build_time = 1_792_022_400;
+    let extra = d.path().join("extra");
+    Fixture::build_repo(&extra, &[plugins], Signing::Release).unwrap();
+    let m = wrapper(
+        d.path(),
+        &format!(
+            "repos:\n  - id: extra\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [extra]\npackages: [strata-kernel-install-plugins]\n",
+            extra.display(),
+            f.path(&f.info.release_key.path).display()
+        ),
+    );
+    let w = d.path().join("w");
+    let r = compose_in(&w, &m).unwrap();
+    let repo = format!("--repo={}", w.join("repo").display());
+    let cat = |path: &str| {
+        strata_process::stdout(
+            Command::new("ostree")
+                .args([&repo, "cat", &r.ostree_commit])
+                .arg(path),
+        )
+    };
+    let kver = &f.info.kernel_kvers[0];
+    let witness = cat("/usr/lib/strata-witness/kernel-install").unwrap();
+    assert!(
+        witness.starts_with(&format!("add {kver} "))
+            && witness.contains(&format!("/lib/modules/{kver}/vmlinuz")),
+        "{witness}"
+    );
+    let ls = run(Command::new("ostree").args([
+        &repo,
+        "ls",
+        "-R",
+        &r.ostree_commit,
+        "/boot",
+        "/usr/etc",
+    ]));
+    assert!(!ls.contains("initramfs-"), "{ls}");
+    assert!(
+        !ls.contains("00-strata-image.install"),
+        "strata's plugin stays out: {ls}"
+    );
+}
+
 #[test]
 fn a_package_only_in_epel_is_refused_by_name() {
     let _serial = serial();
@@ -640,6 +713,8 @@ fn a_failing_post_scriptlet_fails_the_compose_naming_package_and_output() {
 
 #[test]
 fn a_package_set_without_the_initramfs_generator_fails_before_installing() {
+    // RHEL's kernel-core requires dracut before its scriptlets run, so only
+    // a set without the kernel lacks it here.
     let _serial = serial();
     let d = tempfile::tempdir().unwrap();
     let m = d.path().join("no-dracut.yaml");
@@ -647,7 +722,7 @@ fn a_package_set_without_the_initramfs_generator_fails_before_installing() {
         &m,
         format!(
             "edition: 1\ninclude: {}\nname: rhel-8.6\nosname: rhcos\nreleasever: \"8\"\n\
-             version-prefix: \"8.6.<date:%Y%m%d>\"\npackages: [kernel-core, bash]\n",
+             version-prefix: \"8.6.<date:%Y%m%d>\"\npackages: [bash]\n",
             demo_manifest()
                 .parent()
                 .unwrap()

@@ -580,7 +580,8 @@ impl Resolved<'_> {
         let mut ignored_failures = Vec::new();
         if let Some(list) = &self.incoming {
             let root = &self.options.install_root;
-            let litter = LibdnfLitter::before_commit(root, list);
+            let litter = Litter::before_commit(root, list, &LIBDNF_ROOT_DIRS);
+            let guard = KernelInstallGuard::place(root, list)?;
             let layout = Layout::new(&self.options.cache_dir);
             let redirect = crate::substitutes::Redirect::apply(
                 self.options,
@@ -597,6 +598,7 @@ impl Resolved<'_> {
             let committed = self.tx.commit(&self.goal);
             let failures = watch.finish();
             let tail = output.map(OutputCapture::finish).unwrap_or_default();
+            guard.remove(root);
             committed.map_err(|e| explain_full(root, e))?;
             if let Some(r) = &redirect {
                 // libdnf keeps no downloaded package (its `keepcache`).
@@ -658,16 +660,22 @@ fn require_root_privileges() -> Result<()> {
 /// persists module state into `/etc/dnf/modules.d`), deepest first.
 const LIBDNF_ROOT_DIRS: [&str; 3] = ["etc/dnf/modules.d", "etc/dnf", "etc"];
 
-/// Which of [`LIBDNF_ROOT_DIRS`] a commit may leave behind without any
-/// package owning them.
-struct LibdnfLitter {
+/// Which of some directories (deepest first) a commit may leave behind
+/// without any package owning them: those missing before it that no
+/// incoming package ships.
+struct Litter {
     candidates: Vec<&'static str>,
 }
 
-impl LibdnfLitter {
-    fn before_commit(root: &Path, incoming: &ffi::PackageList<'_>) -> LibdnfLitter {
-        let mut candidates: Vec<&'static str> = LIBDNF_ROOT_DIRS
-            .into_iter()
+impl Litter {
+    fn before_commit(
+        root: &Path,
+        incoming: &ffi::PackageList<'_>,
+        dirs: &[&'static str],
+    ) -> Litter {
+        let mut candidates: Vec<&'static str> = dirs
+            .iter()
+            .copied()
             .filter(|d| !root.join(d).exists())
             .collect();
         if !candidates.is_empty() {
@@ -676,7 +684,7 @@ impl LibdnfLitter {
                 candidates.retain(|d| !files.iter().any(|f| f.trim_start_matches('/') == *d));
             }
         }
-        LibdnfLitter { candidates }
+        Litter { candidates }
     }
 
     /// Removes the candidates that are empty directories now.
@@ -685,13 +693,66 @@ impl LibdnfLitter {
             let path = root.join(d);
             match fs::remove_dir(&path) {
                 Ok(()) => {
-                    tracing::debug!(path = %path.display(), "removed directory libdnf created")
+                    tracing::debug!(path = %path.display(), "removed directory left by the install")
                 }
                 Err(e) => {
                     tracing::debug!(path = %path.display(), error = %e, "left directory in place")
                 }
             }
         }
+    }
+}
+
+/// Where the kernel-install guard goes: kernel-install runs the plugins of
+/// `/etc/kernel/install.d` and `/usr/lib/kernel/install.d` in the order of
+/// their names, and stops at the first that exits 77.
+const KERNEL_INSTALL_GUARD: &str = "etc/kernel/install.d/00-strata-image.install";
+const KERNEL_INSTALL_GUARD_DIRS: [&str; 3] = ["etc/kernel/install.d", "etc/kernel", "etc"];
+const KERNEL_INSTALL_GUARD_BODY: &str = "#!/bin/sh\n\
+# Placed by strata while it installs packages into an image: the image's\n\
+# kernel stays in /usr/lib/modules and its initramfs is made by the image\n\
+# build, so kernel-install's plugins (copying the kernel into /boot,\n\
+# running dracut there) do not run. 77: skip the remaining plugins.\n\
+exit 77\n";
+
+/// A kernel-install plugin in the install root for the length of one
+/// transaction, ending every `kernel-install` call before the tree's own
+/// plugins run. RHEL's kernel-core calls `kernel-install add` from its
+/// %posttrans (and `remove` from %preun); its plugins would copy the
+/// kernel into /boot and make an initramfs there with dracut, which an
+/// image does not keep: its kernel stays in /usr/lib/modules and strata
+/// makes the initramfs once, after the install. rpm-ostree skips that
+/// scriptlet by name; librpm runs every scriptlet, so strata stops what it
+/// calls instead. The packages' other scriptlets (depmod in
+/// kernel-modules' %post) run as they are.
+struct KernelInstallGuard {
+    litter: Litter,
+}
+
+impl KernelInstallGuard {
+    fn place(root: &Path, incoming: &ffi::PackageList<'_>) -> Result<KernelInstallGuard> {
+        let litter = Litter::before_commit(root, incoming, &KERNEL_INSTALL_GUARD_DIRS);
+        let path = root.join(KERNEL_INSTALL_GUARD);
+        let dir = path.parent().expect("the guard is in a directory");
+        fs::create_dir_all(dir)
+            .map_err(|e| Error::io(&format!("creating {}", dir.display()), e))?;
+        let write = || -> std::io::Result<()> {
+            use std::os::unix::fs::PermissionsExt;
+            fs::write(&path, KERNEL_INSTALL_GUARD_BODY)?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
+        };
+        write().map_err(|e| Error::io(&format!("writing {}", path.display()), e))?;
+        Ok(KernelInstallGuard { litter })
+    }
+
+    /// Takes the plugin out, and the directories made for it that no
+    /// package shipped.
+    fn remove(self, root: &Path) {
+        let path = root.join(KERNEL_INSTALL_GUARD);
+        if let Err(e) = fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove the kernel-install guard");
+        }
+        self.litter.clean(root);
     }
 }
 

@@ -189,6 +189,17 @@ fn check_boot(root: &Path, owners: Owners) -> Result<()> {
 fn known_boot_path(path: &str, is_dir: bool) -> bool {
     let rel = path.trim_start_matches("/boot/");
     let name = rel.rsplit('/').next().unwrap_or(rel);
+    // kernel-install's entry directory, `<machine-id>/<kver>`: RHEL 8's
+    // (systemd 239) makes it before its plugins run, and its plugins put
+    // the kernel (`linux`) and initramfs (`initrd`) there.
+    let mut parts = rel.split('/');
+    if parts.next().is_some_and(is_machine_id) {
+        return match (parts.next(), parts.next(), parts.next()) {
+            (None, ..) | (Some(_), None, _) => is_dir,
+            (Some(_), Some("linux" | "initrd"), None) => !is_dir,
+            _ => false,
+        };
+    }
     if rel == "efi" || rel == "efi/EFI" || (rel.starts_with("efi/EFI/") && is_dir) {
         return is_dir;
     }
@@ -207,6 +218,14 @@ fn known_boot_path(path: &str, is_dir: bool) -> bool {
         ]
         .iter()
         .any(|p| name.starts_with(p))
+}
+
+/// 32 lowercase hexadecimal digits, as `/etc/machine-id` holds.
+fn is_machine_id(name: &str) -> bool {
+    name.len() == 32
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The owners of `files`, each owned by some package.
@@ -389,6 +408,35 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("/boot/efi/stray.txt"), "{msg}");
+    }
+
+    #[test]
+    fn kernel_install_entry_directories_are_known() {
+        let mid = "0123456789abcdef0123456789abcdef";
+        for (path, is_dir) in [
+            (format!("/boot/{mid}"), true),
+            (format!("/boot/{mid}/4.18.0-372.el8.x86_64"), true),
+            (format!("/boot/{mid}/4.18.0-372.el8.x86_64/linux"), false),
+            (format!("/boot/{mid}/4.18.0-372.el8.x86_64/initrd"), false),
+            ("/boot/initramfs-4.18.0-372.el8.x86_64.img".into(), false),
+        ] {
+            assert!(known_boot_path(&path, is_dir), "{path}");
+        }
+        for (path, is_dir) in [
+            (format!("/boot/{mid}"), false),
+            (
+                format!("/boot/{mid}/4.18.0-372.el8.x86_64/stray.bin"),
+                false,
+            ),
+            (
+                format!("/boot/{mid}/4.18.0-372.el8.x86_64/deeper/linux"),
+                false,
+            ),
+            ("/boot/0123456789ABCDEF0123456789ABCDEF".into(), true),
+            ("/boot/somedir".into(), true),
+        ] {
+            assert!(!known_boot_path(&path, is_dir), "{path}");
+        }
     }
 
     #[test]

@@ -144,6 +144,8 @@ pub struct PkgSpec {
     pub pre: Option<String>,
     pub post: Option<String>,
     pub posttrans: Option<String>,
+    pub preun: Option<String>,
+    pub postun: Option<String>,
     /// `%transfiletriggerin -- PATHS` with a shell body: runs once after a
     /// transaction that installed files under PATHS.
     pub trans_file_triggers_in: Vec<(Vec<String>, String)>,
@@ -172,6 +174,8 @@ impl PkgSpec {
             pre: None,
             post: None,
             posttrans: None,
+            preun: None,
+            postun: None,
             trans_file_triggers_in: Vec::new(),
             files: Vec::new(),
             build_time: 0,
@@ -295,6 +299,12 @@ impl PkgSpec {
         }
         if let Some(posttrans) = &self.posttrans {
             b.post_trans_script(Scriptlet::new(posttrans.as_str()).prog(vec!["/bin/sh"]));
+        }
+        if let Some(preun) = &self.preun {
+            b.pre_uninstall_script(Scriptlet::new(preun.as_str()).prog(vec!["/bin/sh"]));
+        }
+        if let Some(postun) = &self.postun {
+            b.post_uninstall_script(Scriptlet::new(postun.as_str()).prog(vec!["/bin/sh"]));
         }
         for (paths, body) in &self.trans_file_triggers_in {
             for path in paths {

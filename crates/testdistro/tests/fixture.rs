@@ -153,6 +153,26 @@ fn headers_carry_the_expected_dependencies_and_scriptlets() {
             "kernel-core lacks {path}"
         );
     }
+    // RHEL 8's kernel scriptlets: kernel-install from kernel-core's
+    // %posttrans and %preun, depmod from kernel-modules'.
+    let scripts = q("kernel-core", "--scripts");
+    assert!(
+        scripts.contains("posttrans scriptlet")
+            && scripts.contains(&format!(
+                "/bin/kernel-install add {kver} /lib/modules/{kver}/vmlinuz"
+            )),
+        "{scripts}"
+    );
+    assert!(
+        scripts.contains(&format!("/bin/kernel-install remove {kver}")),
+        "{scripts}"
+    );
+    let scripts = q("kernel-modules", "--scripts");
+    assert!(
+        scripts.contains(&format!("/sbin/depmod -a {kver}")),
+        "{scripts}"
+    );
+    assert!(q("kernel-core", "--requires").contains("/usr/bin/kernel-install"));
 }
 
 #[test]

@@ -198,7 +198,11 @@ pub(super) fn rpm(ing: &Ingredients) -> (PkgSpec, PkgSpec) {
             || f.path.starts_with("/usr/lib/rpm/platform/")
             || f.path.starts_with("/usr/lib/rpm/rpmpopt-")
     });
-    let backend = if ing.flavour.major() >= 9 { "sqlite" } else { "bdb" };
+    let backend = if ing.flavour.major() >= 9 {
+        "sqlite"
+    } else {
+        "bdb"
+    };
     for f in &mut p.files {
         if let (true, FileKind::File(content)) = (f.path == "/usr/lib/rpm/macros", &mut f.kind) {
             let text = String::from_utf8(content.clone()).expect("rpm's macros are text");

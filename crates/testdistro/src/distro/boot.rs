@@ -8,6 +8,37 @@ use super::*;
 /// kernel, kernel-core and kernel-modules; on RHEL 9 also
 /// kernel-modules-core, which takes the modules a machine boots with (and
 /// depmod's indexes) out of kernel-core, leaving it the kernel image.
+/// What RHEL 8's kernel-core needs before its scriptlets run (its spec's
+/// `kernel_prereq` and `initrd_prereq`).
+const KERNEL_PREREQ: [&str; 4] = [
+    "coreutils",
+    "systemd >= 203-2",
+    "/usr/bin/kernel-install",
+    "dracut >= 027",
+];
+
+/// RHEL 8's kernel scriptlets for the kernel `kver`, as its kernel.spec
+/// writes them: kernel-core's %posttrans hands the kernel to
+/// `kernel-install add` (whose plugins copy it into /boot and make an
+/// initramfs there), its %preun to `kernel-install remove`, both with
+/// weak-modules when the tree has it; kernel-modules' %post and %postun run
+/// depmod. Returns (%posttrans, %preun, depmod).
+fn kernel_scriptlets(kver: &str) -> (String, String, String) {
+    let weak = |op: &str| {
+        format!(
+            "if [ -x /usr/sbin/weak-modules ]\nthen\n    /usr/sbin/weak-modules --{op}-kernel {kver} || exit $?\nfi\n"
+        )
+    };
+    let install = |op: &str| {
+        format!("/bin/kernel-install {op} {kver} /lib/modules/{kver}/vmlinuz || exit $?\n")
+    };
+    (
+        weak("add") + &install("add"),
+        install("remove") + &weak("remove"),
+        format!("/sbin/depmod -a {kver}\n"),
+    )
+}
+
 pub(super) fn kernel_packages(
     fl: Flavour,
     files: &KernelFiles,
@@ -34,11 +65,17 @@ pub(super) fn kernel_packages(
             &format!("kernel-uname-r = {}", files.kver),
             "installonlypkg(kernel)",
         ])
+        .requires_pre(&KERNEL_PREREQ)
         .files(core_files);
+    let (posttrans, preun, depmod) = kernel_scriptlets(&files.kver);
+    core.posttrans = Some(posttrans);
+    core.preun = Some(preun);
     let mut modules = PkgSpec::new("kernel-modules", v, release)
         .requires(&[&exact("kernel-core")])
         .provides(&["installonlypkg(kernel-module)"])
         .files(files.modules.iter().cloned());
+    modules.post = Some(depmod.clone());
+    modules.postun = Some(depmod);
     let mut meta = PkgSpec::new("kernel", v, release)
         .requires(&[&exact("kernel-core"), &exact("kernel-modules")])
         .provides(&["installonlypkg(kernel)"]);
