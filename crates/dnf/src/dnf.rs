@@ -581,7 +581,7 @@ impl Resolved<'_> {
         if let Some(list) = &self.incoming {
             let root = &self.options.install_root;
             let litter = Litter::before_commit(root, list, &LIBDNF_ROOT_DIRS);
-            let guard = KernelInstallGuard::place(root, list)?;
+            let guard = KernelInstallGuard::place(root, list).map_err(|e| explain_full(root, e))?;
             let layout = Layout::new(&self.options.cache_dir);
             let redirect = crate::substitutes::Redirect::apply(
                 self.options,
