@@ -615,7 +615,7 @@ fn build_pipeline_end_to_end_then_nothing_then_one_release() {
     let marker = |version: &str, firstboot: &str| {
         format!(
             "STRATA-BOOT-OK version={version} openshift=4.13 init=systemd kubelet=yes crio=yes \
-             firstboot={firstboot}"
+             firstboot={firstboot} var=stateroot"
         )
     };
     use strata_testdistro::boot::Firmware::{Bios, Uefi};

@@ -151,7 +151,7 @@ fn rhel_9_6_line_composes_derives_and_boots() {
     assert_eq!(
         marker,
         format!(
-            "STRATA-BOOT-OK version={version} openshift=4.19 init=systemd kubelet=yes crio=yes firstboot=yes"
+            "STRATA-BOOT-OK version={version} openshift=4.19 init=systemd kubelet=yes crio=yes firstboot=yes var=stateroot"
         )
     );
 }
@@ -196,7 +196,7 @@ fn okd_line_on_centos_stream_composes_derives_and_boots() {
     assert_eq!(
         marker,
         format!(
-            "STRATA-BOOT-OK version={version} openshift=4.19 init=systemd kubelet=yes crio=yes firstboot=yes"
+            "STRATA-BOOT-OK version={version} openshift=4.19 init=systemd kubelet=yes crio=yes firstboot=yes var=stateroot"
         )
     );
 }

@@ -350,7 +350,7 @@ fn boot(firmware: strata_testdistro::boot::Firmware, platform: &str) {
         // disk boots the first time: GRUB finds the boot partition's
         // ignition.firstboot stamp.
         format!(
-            "STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no crio=no firstboot=yes"
+            "STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no crio=no firstboot=yes var=stateroot"
         )
     );
 }
@@ -1030,7 +1030,7 @@ fn live_iso_boots_from_a_cd_with_uefi() {
     assert_eq!(
         res.marker,
         format!(
-            "STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no crio=no firstboot=yes"
+            "STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no crio=no firstboot=yes var=stateroot"
         )
     );
 }

@@ -24,6 +24,7 @@ use strata_workdir::record::nevra_name;
 
 use crate::error::{parse_problems, Error, Result};
 use crate::ffi::{self, GoalList, Keyring};
+use crate::in_root::Root;
 use crate::options::{render_repo_file, validate_repos, DepsolveRequest, DnfOptions, RepoConfig};
 use crate::package::Package;
 use crate::transaction_output::{
@@ -580,8 +581,14 @@ impl Resolved<'_> {
         let mut ignored_failures = Vec::new();
         if let Some(list) = &self.incoming {
             let root = &self.options.install_root;
-            let litter = Litter::before_commit(root, list, &LIBDNF_ROOT_DIRS);
-            let guard = KernelInstallGuard::place(root, list).map_err(|e| explain_full(root, e))?;
+            let in_root = fs::create_dir_all(root)
+                .and_then(|()| Root::open(root))
+                .map_err(|e| {
+                    Error::io(format!("opening the install root {}", root.display()), e)
+                })?;
+            let litter = Litter::before_commit(&in_root, list, &LIBDNF_ROOT_DIRS);
+            let guard =
+                KernelInstallGuard::place(&in_root, list).map_err(|e| explain_full(root, e))?;
             let layout = Layout::new(&self.options.cache_dir);
             let redirect = crate::substitutes::Redirect::apply(
                 self.options,
@@ -598,7 +605,7 @@ impl Resolved<'_> {
             let committed = self.tx.commit(&self.goal);
             let failures = watch.finish();
             let tail = output.map(OutputCapture::finish).unwrap_or_default();
-            guard.remove(root);
+            guard.remove(&in_root);
             committed.map_err(|e| explain_full(root, e))?;
             if let Some(r) = &redirect {
                 // libdnf keeps no downloaded package (its `keepcache`).
@@ -619,7 +626,7 @@ impl Resolved<'_> {
                 tracing::warn!(failure = %f, "ignored a failed scriptlet (ignore-scripts)");
             }
             ignored_failures = ignored;
-            litter.clean(root);
+            litter.clean(&in_root);
         }
         self.timings.install = start.elapsed();
         tracing::info!(
@@ -669,15 +676,12 @@ struct Litter {
 
 impl Litter {
     fn before_commit(
-        root: &Path,
+        root: &Root,
         incoming: &ffi::PackageList<'_>,
         dirs: &[&'static str],
     ) -> Litter {
-        let mut candidates: Vec<&'static str> = dirs
-            .iter()
-            .copied()
-            .filter(|d| !root.join(d).exists())
-            .collect();
+        let mut candidates: Vec<&'static str> =
+            dirs.iter().copied().filter(|d| !root.has_dir(d)).collect();
         if !candidates.is_empty() {
             for i in 0..incoming.len() {
                 let files = incoming.files(i);
@@ -688,16 +692,11 @@ impl Litter {
     }
 
     /// Removes the candidates that are empty directories now.
-    fn clean(self, root: &Path) {
+    fn clean(self, root: &Root) {
         for d in self.candidates {
-            let path = root.join(d);
-            match fs::remove_dir(&path) {
-                Ok(()) => {
-                    tracing::debug!(path = %path.display(), "removed directory left by the install")
-                }
-                Err(e) => {
-                    tracing::debug!(path = %path.display(), error = %e, "left directory in place")
-                }
+            match root.remove_dir(d) {
+                Ok(()) => tracing::debug!(path = d, "removed directory left by the install"),
+                Err(e) => tracing::debug!(path = d, error = %e, "left directory in place"),
             }
         }
     }
@@ -706,6 +705,7 @@ impl Litter {
 /// Where the kernel-install guard goes: kernel-install runs the plugins of
 /// `/etc/kernel/install.d` and `/usr/lib/kernel/install.d` in the order of
 /// their names, and stops at the first that exits 77.
+const KERNEL_INSTALL_GUARD_DIR: &str = "etc/kernel/install.d";
 const KERNEL_INSTALL_GUARD: &str = "etc/kernel/install.d/00-strata-image.install";
 const KERNEL_INSTALL_GUARD_DIRS: [&str; 3] = ["etc/kernel/install.d", "etc/kernel", "etc"];
 const KERNEL_INSTALL_GUARD_BODY: &str = "#!/bin/sh\n\
@@ -730,27 +730,30 @@ struct KernelInstallGuard {
 }
 
 impl KernelInstallGuard {
-    fn place(root: &Path, incoming: &ffi::PackageList<'_>) -> Result<KernelInstallGuard> {
+    fn place(root: &Root, incoming: &ffi::PackageList<'_>) -> Result<KernelInstallGuard> {
         let litter = Litter::before_commit(root, incoming, &KERNEL_INSTALL_GUARD_DIRS);
-        let path = root.join(KERNEL_INSTALL_GUARD);
-        let dir = path.parent().expect("the guard is in a directory");
-        fs::create_dir_all(dir)
-            .map_err(|e| Error::io(&format!("creating {}", dir.display()), e))?;
-        let write = || -> std::io::Result<()> {
-            use std::os::unix::fs::PermissionsExt;
-            fs::write(&path, KERNEL_INSTALL_GUARD_BODY)?;
-            fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
-        };
-        write().map_err(|e| Error::io(&format!("writing {}", path.display()), e))?;
+        root.create_dirs(KERNEL_INSTALL_GUARD_DIR)
+            .and_then(|()| {
+                root.write(
+                    KERNEL_INSTALL_GUARD,
+                    KERNEL_INSTALL_GUARD_BODY.as_bytes(),
+                    0o755,
+                )
+            })
+            .map_err(|e| {
+                Error::io(
+                    format!("placing /{KERNEL_INSTALL_GUARD} in the install root"),
+                    e,
+                )
+            })?;
         Ok(KernelInstallGuard { litter })
     }
 
     /// Takes the plugin out, and the directories made for it that no
     /// package shipped.
-    fn remove(self, root: &Path) {
-        let path = root.join(KERNEL_INSTALL_GUARD);
-        if let Err(e) = fs::remove_file(&path) {
-            tracing::warn!(path = %path.display(), error = %e, "could not remove the kernel-install guard");
+    fn remove(self, root: &Root) {
+        if let Err(e) = root.remove_file(KERNEL_INSTALL_GUARD) {
+            tracing::warn!(path = KERNEL_INSTALL_GUARD, error = %e, "could not remove the kernel-install guard");
         }
         self.litter.clean(root);
     }

@@ -57,6 +57,7 @@
 mod dnf;
 mod error;
 mod ffi;
+mod in_root;
 pub mod job;
 mod options;
 mod package;

@@ -390,7 +390,7 @@ fn installed_fixture_boots_under_qemu() {
     .unwrap();
     assert_eq!(
         result.marker,
-        "STRATA-BOOT-OK version=8.6 (Ootpa) openshift=none init=systemd kubelet=no crio=no firstboot=no"
+        "STRATA-BOOT-OK version=8.6 (Ootpa) openshift=none init=systemd kubelet=no crio=no firstboot=no var=root"
     );
     eprintln!("booted to the marker in {:?}", result.elapsed);
 }

@@ -316,6 +316,53 @@ pub(super) const REAL: &[(&str, &str, &str, &[&str])] = &[
     ("sqlite-libs", "3.26.0", "15.el8", &["libsqlite3-0"]),
     ("lua-libs", "5.3.4", "12.el8", &["liblua5.2-0"]),
     ("libstdc++", "8.5.0", "10.el8", &["libstdc++6"]),
+    // libostree and what it links (RHEL's libcurl has neither rtmp nor
+    // libssh2; Debian's links both, so they come with it).
+    ("ostree-libs", "2022.2", "5.el8", &["libostree-1-1"]),
+    ("fuse3-libs", "3.3.0", "15.el8", &["libfuse3-3"]),
+    ("glib2", "2.56.4", "158.el8", &["libglib2.0-0"]),
+    ("libarchive", "3.3.3", "3.el8_5", &["libarchive13"]),
+    ("libxml2", "2.9.7", "13.el8", &["libxml2"]),
+    ("libicu", "60.3", "2.el8_1", &["libicu72"]),
+    ("gpgme", "1.13.1", "11.el8", &["libgpgme11"]),
+    ("libassuan", "2.5.1", "3.el8", &["libassuan0"]),
+    (
+        "libcurl",
+        "7.61.1",
+        "22.el8",
+        &["libcurl3-gnutls", "librtmp1", "libssh2-1"],
+    ),
+    ("brotli", "1.0.6", "3.el8", &["libbrotli1"]),
+    (
+        "krb5-libs",
+        "1.18.2",
+        "14.el8",
+        &[
+            "libgssapi-krb5-2",
+            "libk5crypto3",
+            "libkrb5-3",
+            "libkrb5support0",
+        ],
+    ),
+    ("keyutils-libs", "1.5.10", "9.el8", &["libkeyutils1"]),
+    ("libcom_err", "1.45.6", "4.el8", &["libcom-err2"]),
+    ("openldap", "2.4.46", "18.el8", &["libldap-2.5-0"]),
+    ("cyrus-sasl-lib", "2.1.27", "6.el8_5", &["libsasl2-2"]),
+    ("libnghttp2", "1.33.0", "3.el8_2.1", &["libnghttp2-14"]),
+    ("libpsl", "0.20.2", "6.el8", &["libpsl5"]),
+    ("gnutls", "3.6.16", "4.el8", &["libgnutls30"]),
+    ("nettle", "3.4.1", "7.el8", &["libhogweed6", "libnettle8"]),
+    ("libidn2", "2.2.0", "1.el8", &["libidn2-0"]),
+    ("libunistring", "0.9.9", "3.el8", &["libunistring2"]),
+    ("libtasn1", "4.13", "3.el8", &["libtasn1-6"]),
+    (
+        "avahi-libs",
+        "0.7",
+        "20.el8",
+        &["libavahi-client3", "libavahi-common3"],
+    ),
+    ("avahi-glib", "0.7", "20.el8", &["libavahi-glib1"]),
+    ("dbus-libs", "1.12.8", "18.el8", &["libdbus-1-3"]),
 ];
 
 /// The users and groups RHEL 8's setup package ships (its uidgid table).

@@ -185,38 +185,35 @@ pub(super) fn dracut(ing: &Ingredients) -> PkgSpec {
     p
 }
 
-/// ostree: filler for the command line and library (RHEL's ostree and
-/// ostree-libs), with Debian's real boot-time programs where RHEL's ostree
-/// package has them: `ostree-prepare-root` and `ostree-remount` in
-/// /usr/lib/ostree, their units, and the dracut module `98ostree` with the
-/// dracut configuration that enables it. Debian's systemd generator links
-/// libostree, which the fixture does not carry: it is left out (it mounts
-/// /var from the stateroot; without it /var is the deployment's own).
+/// ostree: Debian's ostree and ostree-boot where RHEL's ostree package has
+/// them: the command line and rofiles-fuse, `ostree-prepare-root` and
+/// `ostree-remount` in /usr/lib/ostree, their units, the dracut module
+/// `98ostree` with the dracut configuration that enables it, and the
+/// systemd generator that mounts the stateroot's /var on a booted
+/// deployment. libostree is ostree-libs.
 pub(super) fn ostree(ing: &Ingredients) -> PkgSpec {
-    let mut p = ordinary("ostree", "2022.2", "5.el8", 1_800_000, &["glibc"]);
-    let real_files = real(ing, "ostree", "2022.2", "5.el8", &["ostree-boot"]);
-    for f in real_files.files {
-        let keep = f.path.starts_with("/usr/lib/ostree")
-            || f.path.starts_with("/usr/lib/dracut/modules.d")
-            || f.path.starts_with("/usr/lib/systemd/system/ostree-");
-        if keep {
-            put(&mut p, f);
-        } else if f.path == "/etc/dracut.conf.d/ostree.conf" {
+    let mut p = real(ing, "ostree", "2022.2", "5.el8", &["ostree", "ostree-boot"]);
+    // GRUB's ostree script is RHEL's ostree-grub2, which RHCOS does not
+    // install (its menu is the BLS entries).
+    p.files.retain(|f| {
+        !f.path.starts_with("/etc/grub.d") && f.path != "/usr/libexec/libostree/grub2-15_ostree"
+    });
+    for f in &mut p.files {
+        if f.path == "/etc/dracut.conf.d/ostree.conf" {
             // RHEL's ostree ships it in dracut's own directory.
-            let mut f = f;
             f.path = "/usr/lib/dracut/dracut.conf.d/ostree.conf".into();
             f.config = false;
-            put(&mut p, f);
         }
     }
+    p.files.retain(|f| f.path != "/etc/dracut.conf.d");
     for d in ["/usr/lib/dracut/dracut.conf.d", "/usr/lib/dracut/modules.d"] {
         if !p.files.iter().any(|f| f.path == d) {
             p.files.push(FileSpec::dir(d, 0o755));
         }
     }
     let (provides, requires) = debian::elf_deps(&p.files);
-    p.provides.extend(provides.into_iter().map(Dep));
-    p.requires.extend(requires.into_iter().map(Dep));
+    p.provides = provides.into_iter().map(Dep).collect();
+    p.requires = requires.into_iter().map(Dep).collect();
     p
 }
 
@@ -231,7 +228,7 @@ pub(super) fn systemd_udev(ing: &Ingredients) -> PkgSpec {
 pub(super) fn boot_check() -> PkgSpec {
     let mut p = pkg("strata-boot-check", "1.0", "1.el8")
         .noarch()
-        .requires(&["systemd", "bash", "coreutils"])
+        .requires(&["systemd", "bash", "coreutils", "util-linux"])
         .files([
             FileSpec::file(
                 "/usr/libexec/strata-boot-check",
