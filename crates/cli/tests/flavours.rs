@@ -126,6 +126,24 @@ fn rhel_9_6_line_composes_derives_and_boots() {
         listing.contains("/usr/lib/sysimage/rpm -> ../../share/rpm"),
         "{listing}"
     );
+    // The tree's own rpm (RHEL 9's reads and writes sqlite) finds it.
+    let co = d.path().join("checkout");
+    let checked_out = Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args(["checkout", "-U", "--force-copy", s(&base["ostree_commit"])])
+        .arg(&co)
+        .status()
+        .unwrap();
+    assert!(checked_out.success());
+    let own = strata_testdistro::tree_rpm(&co)
+        .args(["-q", "systemd", "redhat-release"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&own.stdout),
+        "systemd-252-51.el9.x86_64\nredhat-release-9.6-0.1.el9.x86_64\n",
+        "{own:?}"
+    );
 
     // The release: the RHCOS scheme for 4.x on RHEL 9, and the label the
     // cluster-version operator reads.

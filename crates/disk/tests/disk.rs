@@ -1026,11 +1026,12 @@ fn live_iso_boots_from_a_cd_with_uefi() {
         "live ISO on a CD (UEFI): {} in {:?}",
         res.marker, res.elapsed
     );
-    // The live media's command line has Ignition's first boot argument.
+    // The live media's command line has Ignition's first boot argument,
+    // and no ostree= deployment: /var is the live root's own.
     assert_eq!(
         res.marker,
         format!(
-            "STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no crio=no firstboot=yes var=stateroot"
+            "STRATA-BOOT-OK version={OCP_VERSION} openshift=4.13 init=systemd kubelet=no crio=no firstboot=yes var=root"
         )
     );
 }
