@@ -536,6 +536,22 @@ fn the_trees_own_selinux_policy_labels_it() {
         .arg("fsck"));
 }
 
+/// The demo manifest plus `package`, from a repository of its own in `dir`
+/// signed with the release key.
+fn with_extra_package(dir: &Path, f: &Fixture, package: PkgSpec) -> PathBuf {
+    let extra = dir.join("extra");
+    let name = package.name.clone();
+    Fixture::build_repo(&extra, &[package], Signing::Release).unwrap();
+    wrapper(
+        dir,
+        &format!(
+            "repos:\n  - id: extra\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [extra]\npackages: [{name}]\n",
+            extra.display(),
+            f.path(&f.info.release_key.path).display()
+        ),
+    )
+}
+
 /// Scriptlets allocate system ids at install time, in rpm's install order;
 /// files on nodes are owned by those numbers, so a user the previous build
 /// had keeps its id whatever the allocation would give now.
@@ -556,16 +572,7 @@ fn scriptlet_user_ids_stay_what_the_previous_build_gave_them() {
          getent passwd early >/dev/null || useradd -r -g early -d / -s /sbin/nologin early\n"
             .into(),
     );
-    let extra = d.path().join("extra");
-    Fixture::build_repo(&extra, &[early], Signing::Release).unwrap();
-    let with_early = wrapper(
-        d.path(),
-        &format!(
-            "repos:\n  - id: extra\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [extra]\npackages: [strata-early-user]\n",
-            extra.display(),
-            f.path(&f.info.release_key.path).display()
-        ),
-    );
+    let with_early = with_extra_package(d.path(), &f, early);
     let (demo_w, demo_r) = demo();
     let allocated = uid_of(demo_w.path(), demo_r, "chrony");
 
@@ -620,16 +627,7 @@ fn kernel_install_runs_but_its_plugins_stop_before_the_trees_own() {
         ),
     ]);
     plugins.build_time = 1_792_022_400;
-    let extra = d.path().join("extra");
-    Fixture::build_repo(&extra, &[plugins], Signing::Release).unwrap();
-    let m = wrapper(
-        d.path(),
-        &format!(
-            "repos:\n  - id: extra\n    baseurl: file://{}\n    gpgkey: file://{}\ninputs:\n  repos: [extra]\npackages: [strata-kernel-install-plugins]\n",
-            extra.display(),
-            f.path(&f.info.release_key.path).display()
-        ),
-    );
+    let m = with_extra_package(d.path(), &f, plugins);
     let w = d.path().join("w");
     let r = compose_in(&w, &m).unwrap();
     let repo = format!("--repo={}", w.join("repo").display());
