@@ -658,6 +658,14 @@ fn kernel_install_runs_but_its_plugins_stop_before_the_trees_own() {
         !ls.contains("00-strata-image.install"),
         "strata's plugin stays out: {ls}"
     );
+    // kernel-core and kernel-modules came in one transaction: kernel-core's
+    // note kept kernel-modules from asking for dracut, and its %posttrans
+    // took the note away again.
+    let var = cat("/usr/lib/tmpfiles.d/strata-var.conf").unwrap();
+    assert!(
+        !var.contains("installing_core_") && !var.contains("need_to_run_dracut_"),
+        "{var}"
+    );
 }
 
 #[test]

@@ -587,8 +587,6 @@ impl Resolved<'_> {
                     Error::io(format!("opening the install root {}", root.display()), e)
                 })?;
             let litter = Litter::before_commit(&in_root, list, &LIBDNF_ROOT_DIRS);
-            let guard =
-                KernelInstallGuard::place(&in_root, list).map_err(|e| explain_full(root, e))?;
             let layout = Layout::new(&self.options.cache_dir);
             let redirect = crate::substitutes::Redirect::apply(
                 self.options,
@@ -600,6 +598,10 @@ impl Resolved<'_> {
                 self.check_files()?;
                 tracing::debug!(packages = r.used, "librpm reads substitutes");
             }
+            // Placed last before the commit: nothing between it and its
+            // removal returns early.
+            let guard =
+                KernelInstallGuard::place(&in_root, list).map_err(|e| explain_full(root, e))?;
             let output = OutputCapture::start();
             let watch = ffi::ScriptletWatch::start();
             let committed = self.tx.commit(&self.goal);
@@ -734,17 +736,22 @@ impl KernelInstallGuard {
         let litter = Litter::before_commit(root, incoming, &KERNEL_INSTALL_GUARD_DIRS);
         root.create_dirs(KERNEL_INSTALL_GUARD_DIR)
             .and_then(|()| {
-                root.write(
+                root.create_new(
                     KERNEL_INSTALL_GUARD,
                     KERNEL_INSTALL_GUARD_BODY.as_bytes(),
                     0o755,
                 )
             })
             .map_err(|e| {
-                Error::io(
-                    format!("placing /{KERNEL_INSTALL_GUARD} in the install root"),
-                    e,
-                )
+                let context = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    format!(
+                        "the install root already has /{KERNEL_INSTALL_GUARD}, the plugin \
+                         strata places for each transaction: no package or base image may ship it"
+                    )
+                } else {
+                    format!("placing /{KERNEL_INSTALL_GUARD} in the install root")
+                };
+                Error::io(context, e)
             })?;
         Ok(KernelInstallGuard { litter })
     }

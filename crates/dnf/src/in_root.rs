@@ -57,15 +57,16 @@ impl Root {
         Ok(())
     }
 
-    /// Writes `content` to the file `rel` (replacing a file there, never
-    /// following a symlink in its place) with `mode`.
-    pub(crate) fn write(&self, rel: &str, content: &[u8], mode: u32) -> io::Result<()> {
+    /// Creates the file `rel` with `content` and `mode`. Fails, changing
+    /// nothing, when anything is in its place (a symlink too: it is never
+    /// followed).
+    pub(crate) fn create_new(&self, rel: &str, content: &[u8], mode: u32) -> io::Result<()> {
         use std::io::Write;
         let (parent, name) = split(rel);
         let fd = openat(
             self.dir(parent)?,
             name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(mode),
         )?;
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
@@ -105,7 +106,7 @@ mod tests {
         std::fs::create_dir_all(&inside).unwrap();
         let r = Root::open(&root).unwrap();
         r.create_dirs("etc/kernel/install.d").unwrap();
-        r.write("etc/kernel/install.d/x.install", b"#!/bin/sh\n", 0o755)
+        r.create_new("etc/kernel/install.d/x.install", b"#!/bin/sh\n", 0o755)
             .unwrap();
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
         // Inside the root, the absolute link names the root's own directory.
@@ -128,7 +129,17 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), d.path().join("f")).unwrap();
         let r = Root::open(d.path()).unwrap();
-        assert!(r.write("f", b"x", 0o644).is_err());
+        assert!(r.create_new("f", b"x", 0o644).is_err());
         assert_eq!(std::fs::read(outside.path()).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_file_already_there_is_left_as_it_was() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("f"), b"the tree's").unwrap();
+        let r = Root::open(d.path()).unwrap();
+        let e = r.create_new("f", b"x", 0o755).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"the tree's");
     }
 }

@@ -167,9 +167,18 @@ fn headers_carry_the_expected_dependencies_and_scriptlets() {
         scripts.contains(&format!("/bin/kernel-install remove {kver}")),
         "{scripts}"
     );
+    // kernel-core's %post notes that it is being installed; kernel-modules
+    // installed without it remakes the initramfs from its %posttrans.
+    assert!(
+        scripts.contains(&format!(
+            "touch /var/lib/rpm-state/kernel/installing_core_{kver}"
+        )),
+        "{scripts}"
+    );
     let scripts = q("kernel-modules", "--scripts");
     assert!(
-        scripts.contains(&format!("/sbin/depmod -a {kver}")),
+        scripts.contains(&format!("/sbin/depmod -a {kver}"))
+            && scripts.contains(&format!("dracut -f --kver \"{kver}\"")),
         "{scripts}"
     );
     assert!(q("kernel-core", "--requires").contains("/usr/bin/kernel-install"));

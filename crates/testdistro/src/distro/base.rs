@@ -734,6 +734,8 @@ pub(super) const FILESYSTEM_DIRS: &[&str] = &[
     "/usr/local/bin",
     "/var",
     "/var/lib",
+    // where scriptlets leave notes for later ones (the kernel's do)
+    "/var/lib/rpm-state",
     "/var/log",
     "/var/cache",
     "/var/spool",

@@ -5,9 +5,6 @@
 
 use super::*;
 
-/// kernel, kernel-core and kernel-modules; on RHEL 9 also
-/// kernel-modules-core, which takes the modules a machine boots with (and
-/// depmod's indexes) out of kernel-core, leaving it the kernel image.
 /// What RHEL 8's kernel-core needs before its scriptlets run (its spec's
 /// `kernel_prereq` and `initrd_prereq`).
 const KERNEL_PREREQ: [&str; 4] = [
@@ -17,13 +14,37 @@ const KERNEL_PREREQ: [&str; 4] = [
     "dracut >= 027",
 ];
 
-/// RHEL 8's kernel scriptlets for the kernel `kver`, as its kernel.spec
-/// writes them: kernel-core's %posttrans hands the kernel to
-/// `kernel-install add` (whose plugins copy it into /boot and make an
-/// initramfs there), its %preun to `kernel-install remove`, both with
-/// weak-modules when the tree has it; kernel-modules' %post and %postun run
-/// depmod. Returns (%posttrans, %preun, depmod).
-fn kernel_scriptlets(kver: &str) -> (String, String, String) {
+/// RHEL's kernel scriptlets for the kernel `kver`, as its kernel.spec
+/// writes them (RHEL 8's and 9's alike, but for kernel-modules-core).
+struct KernelScriptlets {
+    /// kernel-core's %post: marks the kernel as being installed, so that
+    /// kernel-modules installed in the same transaction leaves the
+    /// initramfs to kernel-install.
+    core_post: String,
+    /// kernel-core's %posttrans: weak-modules when the tree has it, then
+    /// `kernel-install add` (whose plugins copy the kernel into /boot and
+    /// make an initramfs there).
+    core_posttrans: String,
+    /// kernel-core's %preun: `kernel-install remove`, then weak-modules.
+    core_preun: String,
+    /// kernel-modules' %post: depmod, and when no kernel-core is being
+    /// installed with it, a note for its %posttrans to remake the
+    /// initramfs.
+    modules_post: String,
+    /// kernel-modules' %postun: depmod.
+    modules_postun: String,
+    /// kernel-modules' %posttrans: `dracut -f --kver` when the note is there.
+    modules_posttrans: String,
+    /// RHEL 9's kernel-modules-core: depmod from %posttrans; %postun
+    /// removes depmod's indexes.
+    modules_core_posttrans: String,
+    modules_core_postun: String,
+}
+
+/// Where the kernel's scriptlets leave notes for one another.
+const KERNEL_RPM_STATE: &str = "/var/lib/rpm-state/kernel";
+
+fn kernel_scriptlets(kver: &str) -> KernelScriptlets {
     let weak = |op: &str| {
         format!(
             "if [ -x /usr/sbin/weak-modules ]\nthen\n    /usr/sbin/weak-modules --{op}-kernel {kver} || exit $?\nfi\n"
@@ -32,13 +53,31 @@ fn kernel_scriptlets(kver: &str) -> (String, String, String) {
     let install = |op: &str| {
         format!("/bin/kernel-install {op} {kver} /lib/modules/{kver}/vmlinuz || exit $?\n")
     };
-    (
-        weak("add") + &install("add"),
-        install("remove") + &weak("remove"),
-        format!("/sbin/depmod -a {kver}\n"),
-    )
+    let depmod = format!("/sbin/depmod -a {kver}\n");
+    let installing = format!("{KERNEL_RPM_STATE}/installing_core_{kver}");
+    let need_dracut = format!("{KERNEL_RPM_STATE}/need_to_run_dracut_{kver}");
+    KernelScriptlets {
+        core_post: format!("mkdir -p {KERNEL_RPM_STATE}\ntouch {installing}\n"),
+        core_posttrans: weak("add") + &format!("rm -f {installing}\n") + &install("add"),
+        core_preun: install("remove") + &weak("remove"),
+        modules_post: depmod.clone()
+            + &format!(
+                "if [ ! -f {installing} ]; then\n\tmkdir -p {KERNEL_RPM_STATE}\n\ttouch {need_dracut}\nfi\n"
+            ),
+        modules_postun: depmod.clone(),
+        modules_posttrans: format!(
+            "if [ -f {need_dracut} ]; then\n\trm -f {need_dracut}\n\techo \"Running: dracut -f --kver {kver}\"\n\tdracut -f --kver \"{kver}\" || exit $?\nfi\n"
+        ),
+        modules_core_posttrans: depmod,
+        modules_core_postun: format!(
+            "ls /lib/modules/{kver}/modules.* | grep -v builtin | xargs rm -f\n"
+        ),
+    }
 }
 
+/// kernel, kernel-core and kernel-modules; on RHEL 9 also
+/// kernel-modules-core, which takes the modules a machine boots with (and
+/// depmod's indexes) out of kernel-core, leaving it the kernel image.
 pub(super) fn kernel_packages(
     fl: Flavour,
     files: &KernelFiles,
@@ -67,27 +106,31 @@ pub(super) fn kernel_packages(
         ])
         .requires_pre(&KERNEL_PREREQ)
         .files(core_files);
-    let (posttrans, preun, depmod) = kernel_scriptlets(&files.kver);
-    core.posttrans = Some(posttrans);
-    core.preun = Some(preun);
+    let scripts = kernel_scriptlets(&files.kver);
+    core.post = Some(scripts.core_post);
+    core.posttrans = Some(scripts.core_posttrans);
+    core.preun = Some(scripts.core_preun);
     let mut modules = PkgSpec::new("kernel-modules", v, release)
         .requires(&[&exact("kernel-core")])
         .provides(&["installonlypkg(kernel-module)"])
         .files(files.modules.iter().cloned());
-    modules.post = Some(depmod.clone());
-    modules.postun = Some(depmod);
+    modules.post = Some(scripts.modules_post);
+    modules.postun = Some(scripts.modules_postun);
+    modules.posttrans = Some(scripts.modules_posttrans);
     let mut meta = PkgSpec::new("kernel", v, release)
         .requires(&[&exact("kernel-core"), &exact("kernel-modules")])
         .provides(&["installonlypkg(kernel)"]);
     let mut out = Vec::new();
     if fl.has_kernel_modules_core() {
-        let modules_core = PkgSpec::new("kernel-modules-core", v, release)
+        let mut modules_core = PkgSpec::new("kernel-modules-core", v, release)
             .requires(&[&exact("kernel-core")])
             .provides(&[
                 &format!("kernel-modules-core-uname-r = {}", files.kver),
                 "installonlypkg(kernel-module)",
             ])
             .files(modules_core_files);
+        modules_core.posttrans = Some(scripts.modules_core_posttrans);
+        modules_core.postun = Some(scripts.modules_core_postun);
         core = core.requires(&[&format!("kernel-modules-core-uname-r = {}", files.kver)]);
         modules = modules.requires(&[&exact("kernel-modules-core")]);
         meta = meta.requires(&[&exact("kernel-modules-core")]);
