@@ -625,6 +625,14 @@ fn kernel_install_runs_but_its_plugins_stop_before_the_trees_own() {
             "50-strata-initrd.install",
             "echo made > /boot/initramfs-$2.img\nexit 1\n",
         ),
+        // Found before the tree's /usr/bin/dracut by scriptlets (rpm's
+        // PATH), never by strata, which runs the generator by its path:
+        // kernel-modules' %posttrans calling dracut fails the compose.
+        FileSpec::file(
+            "/usr/sbin/dracut",
+            "#!/bin/sh\necho \"dracut ran from a scriptlet: $*\" >&2\nexit 1\n",
+            0o755,
+        ),
     ]);
     plugins.build_time = 1_792_022_400;
     let m = with_extra_package(d.path(), &f, plugins);
@@ -659,9 +667,10 @@ fn kernel_install_runs_but_its_plugins_stop_before_the_trees_own() {
         "strata's plugin stays out: {ls}"
     );
     // kernel-core and kernel-modules came in one transaction: kernel-core's
-    // note kept kernel-modules from asking for dracut, and its %posttrans
-    // took the note away again.
+    // note (its directory is left) kept kernel-modules from asking for
+    // dracut, and its %posttrans took the note away again.
     let var = cat("/usr/lib/tmpfiles.d/strata-var.conf").unwrap();
+    assert!(var.contains("d /var/lib/rpm-state/kernel "), "{var}");
     assert!(
         !var.contains("installing_core_") && !var.contains("need_to_run_dracut_"),
         "{var}"

@@ -734,25 +734,26 @@ struct KernelInstallGuard {
 impl KernelInstallGuard {
     fn place(root: &Root, incoming: &ffi::PackageList<'_>) -> Result<KernelInstallGuard> {
         let litter = Litter::before_commit(root, incoming, &KERNEL_INSTALL_GUARD_DIRS);
-        root.create_dirs(KERNEL_INSTALL_GUARD_DIR)
-            .and_then(|()| {
-                root.create_new(
-                    KERNEL_INSTALL_GUARD,
-                    KERNEL_INSTALL_GUARD_BODY.as_bytes(),
-                    0o755,
+        let placed = root.create_dirs(KERNEL_INSTALL_GUARD_DIR).and_then(|()| {
+            root.create_new(
+                KERNEL_INSTALL_GUARD,
+                KERNEL_INSTALL_GUARD_BODY.as_bytes(),
+                0o755,
+            )
+        });
+        if let Err(e) = placed {
+            // The directories made for it go too.
+            litter.clean(root);
+            let context = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                format!(
+                    "the install root already has /{KERNEL_INSTALL_GUARD}, the plugin \
+                     strata places for each transaction: no package or base image may ship it"
                 )
-            })
-            .map_err(|e| {
-                let context = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    format!(
-                        "the install root already has /{KERNEL_INSTALL_GUARD}, the plugin \
-                         strata places for each transaction: no package or base image may ship it"
-                    )
-                } else {
-                    format!("placing /{KERNEL_INSTALL_GUARD} in the install root")
-                };
-                Error::io(context, e)
-            })?;
+            } else {
+                format!("placing /{KERNEL_INSTALL_GUARD} in the install root")
+            };
+            return Err(Error::io(context, e));
+        }
         Ok(KernelInstallGuard { litter })
     }
 

@@ -69,8 +69,14 @@ impl Root {
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(mode),
         )?;
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-        File::from(fd).write_all(content)
+        let written = rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))
+            .map_err(io::Error::from)
+            .and_then(|()| File::from(fd).write_all(content));
+        if written.is_err() {
+            // What was made goes again: the error leaves nothing behind.
+            let _ = self.remove_file(rel);
+        }
+        written
     }
 
     /// Removes the file `rel`.

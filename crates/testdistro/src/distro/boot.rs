@@ -15,7 +15,7 @@ const KERNEL_PREREQ: [&str; 4] = [
 ];
 
 /// RHEL's kernel scriptlets for the kernel `kver`, as its kernel.spec
-/// writes them (RHEL 8's and 9's alike, but for kernel-modules-core).
+/// writes them (kernel-modules-core is RHEL 9's alone).
 struct KernelScriptlets {
     /// kernel-core's %post: marks the kernel as being installed, so that
     /// kernel-modules installed in the same transaction leaves the
@@ -35,9 +35,9 @@ struct KernelScriptlets {
     modules_postun: String,
     /// kernel-modules' %posttrans: `dracut -f --kver` when the note is there.
     modules_posttrans: String,
-    /// RHEL 9's kernel-modules-core: depmod from %posttrans; %postun
-    /// removes depmod's indexes.
+    /// RHEL 9's kernel-modules-core's %posttrans: depmod.
     modules_core_posttrans: String,
+    /// RHEL 9's kernel-modules-core's %postun: removes depmod's indexes.
     modules_core_postun: String,
 }
 
