@@ -95,17 +95,11 @@ pub fn content_size(root: &Path) -> Result<u64> {
 /// symlink on the way, absolute ones too, resolves inside `root`, so an
 /// image cannot make strata read the build host's files.
 pub fn open_in_root(root: &Path, rel: &str) -> Result<std::fs::File> {
-    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
-    let dir = std::fs::File::open(root).with_context(|| format!("opening {}", root.display()))?;
-    let fd = openat2(
-        &dir,
-        rel,
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-    )
-    .with_context(|| format!("opening /{rel} of {}", root.display()))?;
-    Ok(std::fs::File::from(fd))
+    use strata_process::in_root::{OFlags, Root};
+    Root::open(root)
+        .with_context(|| format!("opening {}", root.display()))?
+        .open_file(rel, OFlags::RDONLY)
+        .with_context(|| format!("opening /{rel} of {}", root.display()))
 }
 
 /// The content of `rel` below `root`, resolved as [`open_in_root`] does.

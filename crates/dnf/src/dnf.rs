@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use strata_libdnf_sys as sys;
+use strata_process::in_root::Root;
 use strata_workdir::record::nevra_name;
 
 use crate::error::{parse_problems, Error, Result};
 use crate::ffi::{self, GoalList, Keyring};
-use crate::in_root::Root;
 use crate::options::{render_repo_file, validate_repos, DepsolveRequest, DnfOptions, RepoConfig};
 use crate::package::Package;
 use crate::transaction_output::{
@@ -586,7 +586,7 @@ impl Resolved<'_> {
                 .map_err(|e| {
                     Error::io(format!("opening the install root {}", root.display()), e)
                 })?;
-            let litter = Litter::before_commit(&in_root, list, &LIBDNF_ROOT_DIRS);
+            let litter = Litter::before_commit(&in_root, list);
             let layout = Layout::new(&self.options.cache_dir);
             let redirect = crate::substitutes::Redirect::apply(
                 self.options,
@@ -600,14 +600,20 @@ impl Resolved<'_> {
             }
             // Placed last before the commit: nothing between it and its
             // removal returns early.
-            let guard =
-                KernelInstallGuard::place(&in_root, list).map_err(|e| explain_full(root, e))?;
+            let guard = match KernelInstallGuard::place(&in_root) {
+                Ok(guard) => guard,
+                Err(e) => {
+                    litter.clean(&in_root);
+                    return Err(explain_full(root, e));
+                }
+            };
             let output = OutputCapture::start();
             let watch = ffi::ScriptletWatch::start();
             let committed = self.tx.commit(&self.goal);
             let failures = watch.finish();
             let tail = output.map(OutputCapture::finish).unwrap_or_default();
             guard.remove(&in_root);
+            litter.clean(&in_root);
             committed.map_err(|e| explain_full(root, e))?;
             if let Some(r) = &redirect {
                 // libdnf keeps no downloaded package (its `keepcache`).
@@ -628,7 +634,6 @@ impl Resolved<'_> {
                 tracing::warn!(failure = %f, "ignored a failed scriptlet (ignore-scripts)");
             }
             ignored_failures = ignored;
-            litter.clean(&in_root);
         }
         self.timings.install = start.elapsed();
         tracing::info!(
@@ -665,25 +670,30 @@ fn require_root_privileges() -> Result<()> {
     }
 }
 
-/// Directories libdnf creates in the install root on every commit (it
-/// persists module state into `/etc/dnf/modules.d`), deepest first.
-const LIBDNF_ROOT_DIRS: [&str; 3] = ["etc/dnf/modules.d", "etc/dnf", "etc"];
+/// Directories an install makes in the root that no package need ship,
+/// deepest first: libdnf persists module state into `/etc/dnf/modules.d`
+/// on every commit, and the kernel-install guard goes into
+/// `/etc/kernel/install.d`.
+const LEFT_BEHIND: [&str; 5] = [
+    "etc/dnf/modules.d",
+    "etc/kernel/install.d",
+    "etc/dnf",
+    "etc/kernel",
+    "etc",
+];
 
-/// Which of some directories (deepest first) a commit may leave behind
-/// without any package owning them: those missing before it that no
-/// incoming package ships.
+/// Which of [`LEFT_BEHIND`] an install may leave without any package
+/// owning them: those missing before it that no incoming package ships.
 struct Litter {
     candidates: Vec<&'static str>,
 }
 
 impl Litter {
-    fn before_commit(
-        root: &Root,
-        incoming: &ffi::PackageList<'_>,
-        dirs: &[&'static str],
-    ) -> Litter {
-        let mut candidates: Vec<&'static str> =
-            dirs.iter().copied().filter(|d| !root.has_dir(d)).collect();
+    fn before_commit(root: &Root, incoming: &ffi::PackageList<'_>) -> Litter {
+        let mut candidates: Vec<&'static str> = LEFT_BEHIND
+            .into_iter()
+            .filter(|d| !root.has_dir(d))
+            .collect();
         if !candidates.is_empty() {
             for i in 0..incoming.len() {
                 let files = incoming.files(i);
@@ -694,8 +704,8 @@ impl Litter {
     }
 
     /// Removes the candidates that are empty directories now.
-    fn clean(self, root: &Root) {
-        for d in self.candidates {
+    fn clean(&self, root: &Root) {
+        for &d in &self.candidates {
             match root.remove_dir(d) {
                 Ok(()) => tracing::debug!(path = d, "removed directory left by the install"),
                 Err(e) => tracing::debug!(path = d, error = %e, "left directory in place"),
@@ -709,7 +719,6 @@ impl Litter {
 /// their names, and stops at the first that exits 77.
 const KERNEL_INSTALL_GUARD_DIR: &str = "etc/kernel/install.d";
 const KERNEL_INSTALL_GUARD: &str = "etc/kernel/install.d/00-strata-image.install";
-const KERNEL_INSTALL_GUARD_DIRS: [&str; 3] = ["etc/kernel/install.d", "etc/kernel", "etc"];
 const KERNEL_INSTALL_GUARD_BODY: &str = "#!/bin/sh\n\
 # Placed by strata while it installs packages into an image: the image's\n\
 # kernel stays in /usr/lib/modules and its initramfs is made by the image\n\
@@ -726,14 +735,12 @@ exit 77\n";
 /// makes the initramfs once, after the install. rpm-ostree skips that
 /// scriptlet by name; librpm runs every scriptlet, so strata stops what it
 /// calls instead. The packages' other scriptlets (depmod in
-/// kernel-modules' %post) run as they are.
-struct KernelInstallGuard {
-    litter: Litter,
-}
+/// kernel-modules' %post) run as they are. The directories made for it go
+/// with the install's other [`Litter`].
+struct KernelInstallGuard;
 
 impl KernelInstallGuard {
-    fn place(root: &Root, incoming: &ffi::PackageList<'_>) -> Result<KernelInstallGuard> {
-        let litter = Litter::before_commit(root, incoming, &KERNEL_INSTALL_GUARD_DIRS);
+    fn place(root: &Root) -> Result<KernelInstallGuard> {
         let placed = root.create_dirs(KERNEL_INSTALL_GUARD_DIR).and_then(|()| {
             root.create_new(
                 KERNEL_INSTALL_GUARD,
@@ -742,8 +749,6 @@ impl KernelInstallGuard {
             )
         });
         if let Err(e) = placed {
-            // The directories made for it go too.
-            litter.clean(root);
             let context = if e.kind() == std::io::ErrorKind::AlreadyExists {
                 format!(
                     "the install root already has /{KERNEL_INSTALL_GUARD}, the plugin \
@@ -754,16 +759,14 @@ impl KernelInstallGuard {
             };
             return Err(Error::io(context, e));
         }
-        Ok(KernelInstallGuard { litter })
+        Ok(KernelInstallGuard)
     }
 
-    /// Takes the plugin out, and the directories made for it that no
-    /// package shipped.
+    /// Takes the plugin out.
     fn remove(self, root: &Root) {
         if let Err(e) = root.remove_file(KERNEL_INSTALL_GUARD) {
             tracing::warn!(path = KERNEL_INSTALL_GUARD, error = %e, "could not remove the kernel-install guard");
         }
-        self.litter.clean(root);
     }
 }
 

@@ -57,7 +57,6 @@
 mod dnf;
 mod error;
 mod ffi;
-mod in_root;
 pub mod job;
 mod options;
 mod package;

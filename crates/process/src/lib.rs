@@ -16,6 +16,7 @@ pub mod direct;
 pub mod fanotify;
 pub mod fds;
 pub mod gzip;
+pub mod in_root;
 pub mod progress;
 pub mod sandbox;
 pub mod userns;

@@ -526,19 +526,11 @@ fn fingerprint_timed(root: &Path, host: &Path) -> Result<Option<String>> {
 /// as `/` would find it: links resolved inside the tree; a FIFO does not
 /// block.
 pub(crate) fn open_input(root: &Path, host: &Path) -> std::io::Result<fs::File> {
-    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags};
+    use strata_process::in_root::{OFlags, Root};
     let Ok(rel) = host.strip_prefix(root) else {
         return fs::File::open(host);
     };
-    let dir = fs::File::open(root)?;
-    let fd = openat2(
-        &dir,
-        rel,
-        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::empty(),
-        ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-    )?;
-    Ok(fs::File::from(fd))
+    Root::open(root)?.open_file(rel, OFlags::RDONLY | OFlags::NONBLOCK)
 }
 
 /// The files the trace shows read or executed, as inputs: each file the

@@ -1,22 +1,39 @@
-//! Paths below an install root, reached as the tree itself resolves them:
+//! Paths below a tree's root, reached as the tree itself resolves them:
 //! every symlink on the way, absolute ones too, resolves inside the root
-//! (`openat2` with `RESOLVE_IN_ROOT`). A derived image installs over a base
-//! that came from a registry; its symlinks must not lead what strata writes
-//! or removes around the transaction out of the tree.
+//! (`openat2` with `RESOLVE_IN_ROOT`). Trees come from registries and
+//! repositories; their symlinks must not lead what strata reads, writes or
+//! removes out of the tree.
 
 use std::fs::File;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
-use rustix::fs::{mkdirat, openat, openat2, unlinkat, AtFlags, Mode, OFlags, ResolveFlags};
+pub use rustix::fs::OFlags;
 
-/// The install root, opened once for the lookups below it.
-pub(crate) struct Root(File);
+use rustix::fs::{mkdirat, openat, openat2, unlinkat, AtFlags, Mode, ResolveFlags};
+
+/// A tree's root, opened once for the lookups below it.
+pub struct Root(File);
 
 impl Root {
-    pub(crate) fn open(root: &Path) -> io::Result<Root> {
+    pub fn open(root: &Path) -> io::Result<Root> {
         File::open(root).map(Root)
+    }
+
+    /// Opens `rel` (relative to the root) with `flags` (and `O_CLOEXEC`).
+    pub fn open_file(&self, rel: impl AsRef<Path>, flags: OFlags) -> io::Result<File> {
+        self.open_fd(rel.as_ref(), flags).map(File::from)
+    }
+
+    fn open_fd(&self, rel: &Path, flags: OFlags) -> io::Result<OwnedFd> {
+        Ok(openat2(
+            &self.0,
+            rel,
+            flags | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
+        )?)
     }
 
     /// The directory `rel` (relative, `/`-separated; `""` is the root).
@@ -24,31 +41,23 @@ impl Root {
         if rel.is_empty() {
             return Ok(self.0.try_clone()?.into());
         }
-        Ok(openat2(
-            &self.0,
-            rel,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::IN_ROOT | ResolveFlags::NO_MAGICLINKS,
-        )?)
+        self.open_fd(Path::new(rel), OFlags::RDONLY | OFlags::DIRECTORY)
     }
 
     /// Whether `rel` is a directory.
-    pub(crate) fn has_dir(&self, rel: &str) -> bool {
+    pub fn has_dir(&self, rel: &str) -> bool {
         self.dir(rel).is_ok()
     }
 
     /// Makes the directory `rel` and the missing ones above it (mode 0755).
-    pub(crate) fn create_dirs(&self, rel: &str) -> io::Result<()> {
-        let mut upto: usize = 0;
-        for part in rel.split('/') {
-            let parent = &rel[..upto.saturating_sub(1)];
-            upto += part.len() + 1;
-            let here = &rel[..upto - 1];
+    pub fn create_dirs(&self, rel: &str) -> io::Result<()> {
+        let ends = rel.match_indices('/').map(|(i, _)| i).chain([rel.len()]);
+        for here in ends.map(|end| &rel[..end]) {
             if self.has_dir(here) {
                 continue;
             }
-            match mkdirat(self.dir(parent)?, part, Mode::from_raw_mode(0o755)) {
+            let (parent, name) = split(here);
+            match mkdirat(self.dir(parent)?, name, Mode::from_raw_mode(0o755)) {
                 Ok(()) => {}
                 Err(e) if e == rustix::io::Errno::EXIST => {}
                 Err(e) => return Err(e.into()),
@@ -60,7 +69,7 @@ impl Root {
     /// Creates the file `rel` with `content` and `mode`. Fails, changing
     /// nothing, when anything is in its place (a symlink too: it is never
     /// followed).
-    pub(crate) fn create_new(&self, rel: &str, content: &[u8], mode: u32) -> io::Result<()> {
+    pub fn create_new(&self, rel: &str, content: &[u8], mode: u32) -> io::Result<()> {
         use std::io::Write;
         let (parent, name) = split(rel);
         let fd = openat(
@@ -80,13 +89,13 @@ impl Root {
     }
 
     /// Removes the file `rel`.
-    pub(crate) fn remove_file(&self, rel: &str) -> io::Result<()> {
+    pub fn remove_file(&self, rel: &str) -> io::Result<()> {
         let (parent, name) = split(rel);
         Ok(unlinkat(self.dir(parent)?, name, AtFlags::empty())?)
     }
 
     /// Removes the directory `rel` if it is empty.
-    pub(crate) fn remove_dir(&self, rel: &str) -> io::Result<()> {
+    pub fn remove_dir(&self, rel: &str) -> io::Result<()> {
         let (parent, name) = split(rel);
         Ok(unlinkat(self.dir(parent)?, name, AtFlags::REMOVEDIR)?)
     }
