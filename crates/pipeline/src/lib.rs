@@ -22,12 +22,16 @@
 //! images, commits and disks. The stages hand off only image references.
 //!
 //! So each stage opens the workdir from its path and takes its lock for its
-//! own transaction, and a run opens it once per stage (and once for the
-//! record). That is the design, not waste: opening costs a few `mkdir -p`
-//! and a `realpath`, and holding one lock across the whole run would make a
-//! second `strata compose` wait for every disk of the run, where between
-//! stages it finds the workdir consistent (each stage's refs, tags and
-//! records move together, last).
+//! own transaction, as when run alone, and a run opens it once per stage
+//! (and once for the record): opening costs a few `mkdir -p` and a
+//! `realpath`. The run itself holds the workdir's lock from its first stage
+//! to its record, and the stages' locks nest inside it (a lock is
+//! re-entrant on its thread, see `strata_workdir::Lock`). Between stages
+//! the workdir is consistent, but the run is not done with it: the image a
+//! compose made is the derive's input, and a `strata prune` or a second
+//! build in the gap removed objects and cache entries the next stage was
+//! about to read. A second writer waits for the whole run and says whose
+//! run it waits for.
 
 pub mod disks;
 pub mod housekeeping;
@@ -234,6 +238,9 @@ pub fn build(opts: &BuildOptions) -> Result<BuildResult> {
         .and_then(|s| s.parse().ok());
 
     check_names(&pipeline)?;
+    // One writer for the whole run: no prune or other build in the gaps.
+    let wd = strata_workdir::Workdir::open(&opts.workdir)?;
+    let _lock = wd.lock()?;
 
     // Every base first (a no-op for an unchanged one), so that a broken
     // base stops the run before any release is derived.

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! This crate owns the rules that keep a workdir consistent: one writer at a
-//! time (an exclusive lock), builds staged in `W/tmp` and renamed into place,
+//! time (an exclusive lock, held by a whole `strata build` run: see
+//! [`Workdir::lock`]), builds staged in `W/tmp` and renamed into place,
 //! every metadata file written to a temporary name and renamed, so that an
 //! interrupted build leaves the workdir as it was. It owns the build records
 //! ([`record`]): strata's `strata.json` and the coreos-assembler `meta.json`
@@ -19,7 +20,10 @@
 pub mod record;
 mod remove;
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::fs::File;
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -35,9 +39,87 @@ pub struct Workdir {
 }
 
 /// Held while a command writes to the workdir.
+///
+/// Re-entrant on its thread: while a thread holds the lock of a workdir,
+/// its further [`Workdir::lock`]s of that workdir return at once. So
+/// `strata build` holds the lock for its whole run and calls each stage's
+/// own entry point, which takes the lock as when run alone. Not `Send`:
+/// a thread's count of its locks must be dropped on that thread.
 #[derive(Debug)]
 pub struct Lock {
-    _file: File,
+    /// None for a lock this thread held already.
+    _file: Option<File>,
+    root: PathBuf,
+    _this_thread: PhantomData<std::rc::Rc<()>>,
+}
+
+thread_local! {
+    /// The workdirs whose lock this thread holds, with how many [`Lock`]s
+    /// of each are alive.
+    static HELD: RefCell<BTreeMap<PathBuf, usize>> = const { RefCell::new(BTreeMap::new()) };
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        HELD.with_borrow_mut(|held| {
+            if let Some(n) = held.get_mut(&self.root) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(&self.root);
+                }
+            }
+        });
+        // The file, when this is the outermost lock, closes after this and
+        // releases the flock.
+    }
+}
+
+/// The lock file's content while held: who holds it, for a writer that
+/// waits (`pid 4242: strata build pipeline.yaml`), one line, cut.
+fn holder_note() -> String {
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let command = args.join(" ");
+    let mut note = format!("pid {}: ", std::process::id());
+    for c in command.chars() {
+        if note.len() >= 200 {
+            note.push('…');
+            break;
+        }
+        if c.is_control() {
+            note.extend(c.escape_default());
+        } else {
+            note.push(c);
+        }
+    }
+    note
+}
+
+/// Who holds the lock file `path`, as its holder wrote it (escaped, cut).
+fn holder_of(path: &Path) -> String {
+    let mut bytes = Vec::new();
+    if let Ok(f) = File::open(path) {
+        use std::io::Read;
+        let _ = f.take(256).read_to_end(&mut bytes);
+    }
+    let text: String = String::from_utf8_lossy(&bytes)
+        .trim()
+        .chars()
+        .take(240)
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    if text.is_empty() {
+        "another strata process".to_string()
+    } else {
+        text
+    }
 }
 
 /// One build (or pipeline run) in the history.
@@ -219,16 +301,40 @@ impl Workdir {
         self.root.join("builds")
     }
 
-    /// Takes the exclusive write lock, waiting for another strata process
-    /// that holds it.
+    /// Takes the exclusive write lock, waiting for another process (or
+    /// thread) that holds it and saying which one it waits for. A thread
+    /// that holds it already gets it again at once (see [`Lock`]).
     pub fn lock(&self) -> Result<Lock> {
+        let nested = HELD.with_borrow_mut(|held| match held.get_mut(&self.root) {
+            Some(n) => {
+                *n += 1;
+                true
+            }
+            None => false,
+        });
+        if nested {
+            return Ok(Lock {
+                _file: None,
+                root: self.root.clone(),
+                _this_thread: PhantomData,
+            });
+        }
         let path = self.root.join(".lock");
-        let file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        // Not truncated on open: the holder's note is for the waiters.
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 tracing::info!(
-                    "waiting for another strata process to release {}",
+                    "waiting for {} to release the workdir {} (lock {})",
+                    holder_of(&path),
+                    self.root.display(),
                     path.display()
                 );
                 file.lock()
@@ -238,6 +344,23 @@ impl Workdir {
                 return Err(e).with_context(|| format!("locking {}", path.display()))
             }
         }
+        {
+            use std::io::{Seek, Write};
+            let note = holder_note();
+            let written = file
+                .set_len(0)
+                .and_then(|()| file.rewind())
+                .and_then(|()| writeln!(file, "{note}"));
+            if let Err(e) = written {
+                tracing::debug!("{}: holder not written: {e}", path.display());
+            }
+        }
+        HELD.with_borrow_mut(|held| held.insert(self.root.clone(), 1));
+        let lock = Lock {
+            _file: Some(file),
+            root: self.root.clone(),
+            _this_thread: PhantomData,
+        };
         // Staging left by a build that was killed: nobody else writes
         // while we hold the lock, so whatever is in tmp/ is abandoned, and
         // so are the ostree repository's own staging directories (an
@@ -259,7 +382,7 @@ impl Workdir {
             tracing::debug!("removing abandoned staging {}", path.display());
             let _ = remove_tree(&path);
         }
-        Ok(Lock { _file: file })
+        Ok(lock)
     }
 
     /// A fresh staging directory inside the workdir (same filesystem, so
@@ -283,6 +406,50 @@ impl Workdir {
             .into_iter()
             .rev()
             .find(|b| b.stream == stream))
+    }
+
+    /// The builds of `stream` whose inputs hashed to `inputhash`, newest
+    /// first: the no-op check's candidates. An earlier build counts as much
+    /// as the newest (building A, then B, then A's inputs again gives A
+    /// back), once the caller has found what it names still whole.
+    pub fn builds_with_inputs(&self, stream: &str, inputhash: &str) -> Result<Vec<BuildEntry>> {
+        Ok(self
+            .history()?
+            .into_iter()
+            .rev()
+            .filter(|b| {
+                b.kind == EntryKind::Build && b.stream == stream && b.inputhash == inputhash
+            })
+            .collect())
+    }
+
+    /// Makes the recorded build `entry` its stream's newest again (its
+    /// inputs came back): its entry moves to the end of the history, and
+    /// the stream's builds.json and `latest` follow. Its files stay as they
+    /// are. Nothing is written when it is the newest already.
+    pub fn make_latest(&self, entry: &BuildEntry) -> Result<()> {
+        let mut history = self.history()?;
+        let newest = history
+            .iter()
+            .rev()
+            .find(|b| b.kind == entry.kind && b.stream == entry.stream);
+        if newest.is_some_and(|b| b.same_build(entry)) {
+            return Ok(());
+        }
+        let Some(at) = history.iter().position(|b| b.same_build(entry)) else {
+            bail!(
+                "{} is not in the history of {}",
+                entry.id,
+                self.root.display()
+            );
+        };
+        let moved = history.remove(at);
+        history.push(moved);
+        self.write_history(&history)?;
+        if entry.kind == EntryKind::Build {
+            self.write_cosa_builds(&entry.stream, &history)?;
+        }
+        Ok(())
     }
 
     /// The next serial for versions of `stream` starting with `prefix`
@@ -562,5 +729,104 @@ mod tests {
         let _lock = w.lock().unwrap();
         let staging = w.staging("compose").unwrap();
         assert!(staging.path().starts_with(w.root().join("tmp")));
+    }
+
+    /// Building A, then B, then A's inputs again made a third build: the
+    /// no-op check saw only the newest. Every build with the inputs is a
+    /// candidate, newest first, and the one reused becomes the newest.
+    #[test]
+    fn an_earlier_build_with_the_same_inputs_is_found_and_made_latest_again() {
+        let t = tempfile::tempdir().unwrap();
+        let w = Workdir::open(t.path()).unwrap();
+        let build = |version: &str, hash: &str| {
+            let mut e = entry("rhel-8.6", version);
+            e.inputhash = hash.into();
+            let meta = BuildMeta {
+                stream: e.stream.clone(),
+                version: e.version.clone(),
+                ..BuildMeta::default()
+            };
+            w.record(&e, Some(&meta), &[]).unwrap();
+            e
+        };
+        let a = build("8.6.20261202-0", "a");
+        build("8.6.20261202-1", "b");
+        w.record(&entry("ocp-4.13", "413.86.202612020000-0"), None, &[])
+            .unwrap();
+        let found = w.builds_with_inputs("rhel-8.6", "a").unwrap();
+        assert_eq!(found, vec![a.clone()]);
+        assert!(w.builds_with_inputs("rhel-8.6", "c").unwrap().is_empty());
+        assert!(w.builds_with_inputs("ocp-4.13", "a").unwrap().is_empty());
+
+        w.make_latest(&a).unwrap();
+        assert_eq!(w.latest("rhel-8.6").unwrap(), Some(a.clone()));
+        let cosa: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(w.builds().join("rhel-8.6/builds.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(cosa["builds"][0]["id"], "8.6.20261202-0");
+        assert_eq!(cosa["builds"][1]["id"], "8.6.20261202-1");
+        assert_eq!(
+            std::fs::read_link(w.builds().join("rhel-8.6/latest")).unwrap(),
+            Path::new("8.6.20261202-0")
+        );
+        // The serials go on from the highest.
+        assert_eq!(w.next_serial("rhel-8.6", "8.6.20261202").unwrap(), 2);
+        // The newest already: the history is not written again.
+        let before = std::fs::metadata(w.root().join(HISTORY))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        w.make_latest(&a).unwrap();
+        let after = std::fs::metadata(w.root().join(HISTORY))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(before, after);
+        assert!(w.make_latest(&entry("rhel-8.6", "9")).is_err());
+    }
+
+    /// `strata build` released the lock between its stages, and a prune
+    /// ran in the gaps. The run holds it throughout: the stages' own locks
+    /// nest on its thread, and another writer waits for the outermost
+    /// lock, knowing whose it is.
+    #[test]
+    fn a_lock_nests_on_its_thread_and_another_writer_waits_for_the_outermost() {
+        let t = tempfile::tempdir().unwrap();
+        let w = Workdir::open(t.path()).unwrap();
+        let outer = w.lock().unwrap();
+        let note = std::fs::read_to_string(w.root().join(".lock")).unwrap();
+        assert!(
+            note.starts_with(&format!("pid {}: ", std::process::id())),
+            "{note}"
+        );
+        assert_eq!(holder_of(&w.root().join(".lock")), note.trim());
+        // A stage's own lock, taken and released inside the run; its
+        // staging survives (only the outermost lock clears tmp/).
+        let staging = w.staging("compose").unwrap();
+        drop(w.lock().unwrap());
+        assert!(staging.path().exists());
+        let inner = w.lock().unwrap();
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let other = {
+            let w = w.clone();
+            std::thread::spawn(move || {
+                let _l = w.lock().unwrap();
+                tx.send(()).unwrap();
+            })
+        };
+        let wait = std::time::Duration::from_millis(300);
+        assert!(rx.recv_timeout(wait).is_err(), "locked while held");
+        drop(inner);
+        assert!(
+            rx.recv_timeout(wait).is_err(),
+            "locked while the run holds it"
+        );
+        drop(outer);
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the lock once the run let it go");
+        other.join().unwrap();
     }
 }
