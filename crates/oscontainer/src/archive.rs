@@ -31,7 +31,6 @@
 //! ostree.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
@@ -150,7 +149,7 @@ fn copy_blob<W: std::io::Write>(
     dest: &Path,
 ) -> Result<()> {
     let path = layout.blob_path(desc)?;
-    let f = File::open(&path).context_with(|| format!("opening {}", path.display()))?;
+    let f = layout.open_blob(desc)?;
     let mut r = Hashing {
         inner: BufReader::with_capacity(1 << 20, f),
         hash: Sha256::new(),

@@ -69,6 +69,17 @@ pub enum Error {
         /// The missing blob.
         digest: String,
     },
+    /// A blob's file in the layout is a symlink, a directory, a FIFO or a
+    /// device: refused without following or opening it for reading.
+    #[error("blob {digest} in {} is {kind}, not a regular file", layout.display())]
+    NotARegularBlob {
+        /// The layout directory.
+        layout: PathBuf,
+        /// The blob.
+        digest: String,
+        /// What the file is (`a symlink`).
+        kind: &'static str,
+    },
     /// A blob's content does not hash to its digest.
     #[error("blob {digest} is corrupt: its content hashes to {found}")]
     DigestMismatch {

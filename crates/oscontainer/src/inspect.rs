@@ -422,9 +422,27 @@ impl ImageDiff {
     }
 }
 
-/// Inspects both images and compares them.
+/// [`inspect`], once every layer of an image of a layout hashes to its
+/// digest (the layers in parallel): what `strata inspect` and `strata
+/// diff` show is then the image's content, not only its manifest's word
+/// about it (a corrupt layer of the right size fails here, where plain
+/// [`inspect`], the stages' cheap look at an image, would pass it). A
+/// registry image's layers are verified as they are pulled, when they
+/// are.
+pub fn inspect_verified(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
+    if let ImageRef::Oci { .. } = image {
+        crate::layout::verify(image)?;
+    }
+    inspect(image, opts)
+}
+
+/// Inspects both images, verified ([`inspect_verified`]), and compares
+/// them.
 pub fn diff(a: &ImageRef, b: &ImageRef, opts: &TransportOptions) -> Result<ImageDiff> {
-    Ok(ImageDiff::between(&inspect(a, opts)?, &inspect(b, opts)?))
+    Ok(ImageDiff::between(
+        &inspect_verified(a, opts)?,
+        &inspect_verified(b, opts)?,
+    ))
 }
 
 #[cfg(test)]

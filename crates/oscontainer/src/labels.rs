@@ -73,6 +73,40 @@ pub fn checked<T: LabelValue>(what: &str, value: &str) -> Result<T> {
     })
 }
 
+/// The labels strata gives a meaning to, each read as its newtype: what
+/// every stage that takes an image's labels (the disk stage; derive, which
+/// also passes the base's on) checks, in one place, before it uses or
+/// republishes any of them. A label the image does not carry is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KnownLabels {
+    /// [`LABEL_COMMIT`].
+    pub commit: Option<CommitId>,
+    /// [`LABEL_VERSION`].
+    pub version: Option<Version>,
+    /// [`LABEL_OSNAME`].
+    pub osname: Option<OsName>,
+    /// [`LABEL_OPENSHIFT_VERSION`].
+    pub openshift_version: Option<OcpVersion>,
+    /// [`LABEL_LINUX`].
+    pub linux: Option<KernelVersion>,
+}
+
+impl KnownLabels {
+    /// Every label of `labels` that strata reads, checked against its
+    /// grammar: the first that breaks it is the error (naming the label
+    /// and its escaped value).
+    pub fn check(labels: &BTreeMap<String, String>) -> Result<Self> {
+        Ok(KnownLabels {
+            commit: label(labels, LABEL_COMMIT)?,
+            version: label(labels, LABEL_VERSION)?,
+            osname: label(labels, LABEL_OSNAME)?,
+            openshift_version: label(labels, LABEL_OPENSHIFT_VERSION)?,
+            linux: label(labels, LABEL_LINUX)?,
+        })
+    }
+}
+
 macro_rules! text_newtype {
     ($(#[$doc:meta])* $name:ident, $rule:expr, $check:expr) => {
         $(#[$doc])*
@@ -359,6 +393,46 @@ mod tests {
         );
         assert!(!text.contains('\n'));
         assert_eq!(label::<OsName>(&labels, LABEL_OSNAME).unwrap(), None);
+    }
+
+    /// Every label strata reads is checked by the one call both stages
+    /// make: an osname that is a path was let through by derive, which
+    /// only checked the commit and version it used itself.
+    #[test]
+    fn known_labels_check_every_label_strata_reads() {
+        let good: BTreeMap<String, String> = [
+            (LABEL_COMMIT, "ab".repeat(32)),
+            (LABEL_VERSION, "8.6.20261202-0".to_string()),
+            (LABEL_OSNAME, "rhcos".to_string()),
+            (LABEL_OPENSHIFT_VERSION, "4.13".to_string()),
+            (LABEL_LINUX, "4.18.0-372.9.1.el8.x86_64".to_string()),
+            ("description", "anything\nat all".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let k = KnownLabels::check(&good).unwrap();
+        assert_eq!(k.osname.unwrap().as_str(), "rhcos");
+        assert_eq!(
+            KnownLabels::check(&BTreeMap::new()).unwrap(),
+            KnownLabels::default()
+        );
+        for (name, bad) in [
+            (LABEL_COMMIT, "../x"),
+            (LABEL_VERSION, "8.6/../x"),
+            (LABEL_OSNAME, "../../../tmp/x"),
+            (LABEL_OSNAME, "/etc"),
+            (LABEL_OPENSHIFT_VERSION, "4.13\nx"),
+            (LABEL_LINUX, "../vmlinuz"),
+        ] {
+            let mut labels = good.clone();
+            labels.insert(name.to_string(), bad.to_string());
+            let e = KnownLabels::check(&labels).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("image label {name}={bad:?} is not ")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -148,12 +148,22 @@ impl Layout {
         Ok(self.path.join("blobs/sha256").join(hex))
     }
 
-    /// Checks that a blob exists, has the descriptor's size and hashes to its
-    /// digest.
-    pub(crate) fn verify_blob(&self, desc: &Descriptor) -> Result<()> {
+    /// Opens a blob for reading: a regular file of the descriptor's size.
+    /// A symlink is refused without being followed (`O_NOFOLLOW`), and a
+    /// FIFO or device is not waited on (`O_NONBLOCK`, then its type
+    /// checked on the open file), so nothing outside the layout is read
+    /// or reported on through a blob.
+    pub(crate) fn open_blob(&self, desc: &Descriptor) -> Result<File> {
+        use std::os::unix::fs::OpenOptionsExt;
         let path = self.blob_path(desc)?;
         let digest = desc.digest().to_string();
-        let f = match File::open(&path) {
+        let f = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
+            )
+            .open(&path)
+        {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::MissingBlob {
@@ -161,63 +171,101 @@ impl Layout {
                     digest,
                 })
             }
+            // ELOOP: the last component is a symlink.
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                return Err(self.not_regular(desc, "a symlink"))
+            }
             Err(e) => return Err(e).context_with(|| format!("opening {}", path.display())),
         };
-        let found = f
+        let meta = f
             .metadata()
-            .context_with(|| format!("reading {}", path.display()))?
-            .len();
-        if found != desc.size() {
-            return Err(Error::SizeMismatch {
-                digest,
-                expected: desc.size(),
-                found,
-            });
-        }
-        let mut hasher = Sha256::new();
-        std::io::copy(&mut BufReader::with_capacity(1 << 20, f), &mut hasher)
             .context_with(|| format!("reading {}", path.display()))?;
-        let found = format!("sha256:{}", hex::encode(hasher.finalize()));
-        if found != digest {
-            return Err(Error::DigestMismatch { digest, found });
+        self.check_file(desc, &meta)?;
+        Ok(f)
+    }
+
+    /// The refusal of blob `desc`'s file, which is `kind`.
+    fn not_regular(&self, desc: &Descriptor, kind: &'static str) -> Error {
+        Error::NotARegularBlob {
+            layout: self.path.clone(),
+            digest: desc.digest().to_string(),
+            kind,
+        }
+    }
+
+    /// That `meta` (of the blob's file itself, never of what a symlink
+    /// names) is a regular file of the descriptor's size.
+    fn check_file(&self, desc: &Descriptor, meta: &std::fs::Metadata) -> Result<()> {
+        let t = meta.file_type();
+        if !t.is_file() {
+            use std::os::unix::fs::FileTypeExt;
+            let kind = if t.is_symlink() {
+                "a symlink"
+            } else if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_socket() {
+                "a socket"
+            } else {
+                "a device"
+            };
+            return Err(self.not_regular(desc, kind));
+        }
+        if meta.len() != desc.size() {
+            return Err(Error::SizeMismatch {
+                digest: desc.digest().to_string(),
+                expected: desc.size(),
+                found: meta.len(),
+            });
         }
         Ok(())
     }
 
-    /// Checks that a blob exists with the descriptor's size, without
-    /// reading it: the cheap half of [`Layout::verify_blob`].
+    /// Checks that a blob exists, has the descriptor's size and hashes to its
+    /// digest.
+    pub(crate) fn verify_blob(&self, desc: &Descriptor) -> Result<()> {
+        let f = self.open_blob(desc)?;
+        let mut hasher = Sha256::new();
+        std::io::copy(&mut BufReader::with_capacity(1 << 20, f), &mut hasher)
+            .context_with(|| format!("reading blob {}", desc.digest()))?;
+        check_digest(desc, hasher)
+    }
+
+    /// Checks that a blob exists as a regular file with the descriptor's
+    /// size, without reading it: the cheap half of [`Layout::verify_blob`].
     pub(crate) fn check_blob_size(&self, desc: &Descriptor) -> Result<()> {
         let path = self.blob_path(desc)?;
-        let digest = desc.digest().to_string();
-        let found = match std::fs::metadata(&path) {
-            Ok(m) => m.len(),
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(Error::MissingBlob {
                     layout: self.path.clone(),
-                    digest,
+                    digest: desc.digest().to_string(),
                 })
             }
             Err(e) => return Err(e).context_with(|| format!("reading {}", path.display())),
         };
-        if found != desc.size() {
-            return Err(Error::SizeMismatch {
-                digest,
-                expected: desc.size(),
-                found,
-            });
-        }
-        Ok(())
+        self.check_file(desc, &meta)
     }
 
-    /// Reads a verified JSON blob.
+    /// Reads a JSON blob, read once and hashed as read: what is parsed is
+    /// what was verified.
     pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
         &self,
         desc: &Descriptor,
         what: &str,
     ) -> Result<T> {
-        self.verify_blob(desc)?;
-        let path = self.blob_path(desc)?;
-        let data = std::fs::read(&path).context_with(|| format!("reading {}", path.display()))?;
+        let f = self.open_blob(desc)?;
+        let mut data = Vec::new();
+        // The size was checked on the open file; a file that grows
+        // meanwhile is cut at one byte more, which the hash refuses.
+        f.take(desc.size().saturating_add(1))
+            .read_to_end(&mut data)
+            .context_with(|| format!("reading {what} {}", desc.digest()))?;
+        let mut hasher = Sha256::new();
+        hasher.update(&data);
+        check_digest(desc, hasher)?;
         serde_json::from_slice(&data).context_with(|| format!("parsing {what} {}", desc.digest()))
     }
 
@@ -228,10 +276,19 @@ impl Layout {
         desc: &Descriptor,
         check: LayerCheck,
     ) -> Result<Box<dyn Read + Send>> {
-        let path = self.blob_path(desc)?;
-        let f = File::open(&path).context_with(|| format!("opening {}", path.display()))?;
+        let f = self.open_blob(desc)?;
         decompressor(desc, BufReader::with_capacity(1 << 20, f), check)
     }
+}
+
+/// That what `hasher` hashed is `desc`'s content.
+fn check_digest(desc: &Descriptor, hasher: Sha256) -> Result<()> {
+    let digest = desc.digest().to_string();
+    let found = format!("sha256:{}", hex::encode(hasher.finalize()));
+    if found != digest {
+        return Err(Error::DigestMismatch { digest, found });
+    }
+    Ok(())
 }
 
 /// A tagged image in a layout.

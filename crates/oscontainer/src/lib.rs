@@ -77,7 +77,9 @@ pub use encapsulate::{
 pub use error::{Error, Result};
 pub use gzip_blocks::forget_pruned_blocks;
 pub use import::{import, prune_derived_records, ImportOptions, Imported};
-pub use inspect::{diff, inspect, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package};
+pub use inspect::{
+    diff, inspect, inspect_verified, ImageDiff, ImageInfo, LayerKind, LayerSummary, Package,
+};
 pub use labels::{CommitId, KernelVersion, OcpVersion, OsName, Version};
 pub use layer_cache::forget_pruned;
 pub use layer_stream::DEFAULT_MAX_EXPANSION;

@@ -260,3 +260,69 @@ fn a_failed_pull_leaves_a_layout() {
     assert!(strata_oscontainer::list_tags(&dest).unwrap().is_empty());
     assert_eq!(strata_oscontainer::prune_abandoned(&dest).unwrap().blobs, 0);
 }
+
+/// `inspect` and `diff` of an image with a corrupt layer (its size right)
+/// reported the image and exited 0: they hash what they report on.
+#[test]
+fn inspect_and_diff_of_a_corrupt_layer_fail() {
+    let s = setup();
+    let image = ImageRef::oci(&s.oci, "base");
+    let t = strata_oscontainer::TransportOptions::default();
+    strata_oscontainer::inspect_verified(&image, &t).unwrap();
+    let blob = s.layer_blob("base", 2);
+    let mut data = std::fs::read(&blob).unwrap();
+    let mid = data.len() / 2;
+    data[mid] ^= 0xff;
+    std::fs::write(&blob, &data).unwrap();
+    let err = strata_oscontainer::inspect_verified(&image, &t).unwrap_err();
+    assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
+    let err = strata_oscontainer::diff(&image, &image, &t).unwrap_err();
+    assert!(matches!(err, Error::DigestMismatch { .. }), "{err}");
+}
+
+/// A layer blob that was a symlink to a host file was followed: the size
+/// check reported the host file's size (`/etc/shadow`'s, as root), and
+/// the digest check read it. Every blob's file is now refused unfollowed
+/// unless it is a regular file, and a FIFO is not waited on.
+#[test]
+fn a_blob_that_is_a_symlink_or_a_fifo_is_refused_unfollowed() {
+    let s = setup();
+    let image = ImageRef::oci(&s.oci, "base");
+    let t = strata_oscontainer::TransportOptions::default();
+    let secret = s.fx.path("secret");
+    std::fs::write(&secret, "x".repeat(12345)).unwrap();
+    let (m, _) = manifest_and_config(&s.oci, "base");
+    let config = s
+        .oci
+        .join("blobs/sha256")
+        .join(m.config().digest().digest());
+    for blob in [s.layer_blob("base", 1), config] {
+        let saved = std::fs::read(&blob).unwrap();
+        std::fs::remove_file(&blob).unwrap();
+        std::os::unix::fs::symlink(&secret, &blob).unwrap();
+        for err in [
+            strata_oscontainer::inspect(&image, &t).unwrap_err(),
+            strata_oscontainer::inspect_verified(&image, &t).unwrap_err(),
+            strata_oscontainer::verify(&image).unwrap_err(),
+            s.import("base").unwrap_err(),
+        ] {
+            assert!(matches!(err, Error::NotARegularBlob { .. }), "{err}");
+            let text = err.to_string();
+            assert!(text.contains("is a symlink, not a regular file"), "{text}");
+            assert!(!text.contains("12345"), "{text}");
+        }
+        s.assert_untouched();
+
+        std::fs::remove_file(&blob).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&blob)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let err = strata_oscontainer::inspect_verified(&image, &t).unwrap_err();
+        assert!(err.to_string().contains("is a FIFO"), "{err}");
+        std::fs::remove_file(&blob).unwrap();
+        std::fs::write(&blob, saved).unwrap();
+    }
+    strata_oscontainer::inspect_verified(&image, &t).unwrap();
+}
