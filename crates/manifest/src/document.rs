@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 
 use crate::cx::{subst, Cx, Sources};
 use crate::error::{FileRole, Location, ManifestError, Position};
+use crate::input::{check_yaml_keys, MAX_INPUT_BYTES};
 use crate::merge::Merge;
 use crate::repo::{self, PartialRepo};
 use crate::repofile;
@@ -195,18 +196,21 @@ impl Loader<'_> {
                 });
             }
         }
-        let bytes = self.source.read(path).map_err(|source| match named_at {
-            None => ManifestError::Read {
-                path: display.clone(),
-                source,
-            },
-            Some(at) => ManifestError::MissingFile {
-                location: self.files.location(at),
-                role: FileRole::Include,
-                path: display.clone(),
-                source,
-            },
-        })?;
+        let bytes =
+            self.source
+                .read_limited(path, MAX_INPUT_BYTES)
+                .map_err(|source| match named_at {
+                    None => ManifestError::Read {
+                        path: display.clone(),
+                        source,
+                    },
+                    Some(at) => ManifestError::MissingFile {
+                        location: self.files.location(at),
+                        role: FileRole::Include,
+                        path: display.clone(),
+                        source,
+                    },
+                })?;
         let kind = match named_at {
             None => InputKind::Manifest,
             Some(_) => InputKind::Include,
@@ -222,6 +226,9 @@ impl Loader<'_> {
         check_limits(&self.files.get(id).text, &display)?;
         let mut partial: P =
             from_yaml(&self.files.get(id).text, id).map_err(|e| yaml_error(&e, &display))?;
+        // serde refuses a field given twice, but a map (`variables`) keeps
+        // the last of two equal keys: a second walk refuses them too.
+        check_yaml_keys(&self.files.get(id).text, &display)?;
 
         if let Some(edition) = partial.edition() {
             if edition.value != EDITION {
@@ -300,7 +307,7 @@ impl Loader<'_> {
         let display = resolve(including_display, &rel);
         let bytes = self
             .source
-            .read(&path)
+            .read_limited(&path, MAX_INPUT_BYTES)
             .map_err(|source| ManifestError::MissingFile {
                 location: self.files.location(file.at),
                 role: FileRole::RepoFile,

@@ -74,7 +74,6 @@ impl fmt::Display for FileRole {
     }
 }
 
-/// Everything that can go wrong reading, merging or validating a manifest.
 /// Text as an error shows it: one line, however multi-line the value in
 /// it was (a script given where a unit name belongs): up to the first line
 /// break (then `…`), at most 1000 characters, control characters escaped.
@@ -94,6 +93,32 @@ fn one_line(text: &str) -> String {
     out
 }
 
+/// An untrusted value as an error shows it: control characters escaped
+/// (a newline in a package name does not start a second line), at most 80
+/// characters, then `…`.
+pub fn shown(text: &str) -> String {
+    let mut out = escaped(&text.chars().take(80).collect::<String>());
+    if text.chars().nth(80).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+/// `text` with its control characters escaped (`\n`, `\u{1b}`) and
+/// nothing cut: for paths the user gave, which are shown whole.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Everything that can go wrong reading, merging or validating a manifest.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManifestError {
@@ -131,7 +156,11 @@ pub enum ManifestError {
     },
 
     /// `${name}` names no variable declared in the manifest or given by the caller.
-    #[error("{location}: unknown variable `${{{name}}}`{}", known_list(known))]
+    #[error(
+        "{location}: unknown variable `${{{}}}`{}",
+        shown(name),
+        known_list(known)
+    )]
     UnknownVariable {
         location: Location,
         name: String,
@@ -141,7 +170,7 @@ pub enum ManifestError {
 
     /// `${name}` names a variable declared without a default (`name: ~`) that
     /// the caller gave no value.
-    #[error("{location}: variable `{name}` has no value: it is declared without a default, so the caller must set it (--var {name}=VALUE)")]
+    #[error("{location}: variable `{n}` has no value: it is declared without a default, so the caller must set it (--var {n}=VALUE)", n = shown(name))]
     UnsetVariable { location: Location, name: String },
 
     /// A malformed `${…}` reference, or a bad variable name.
@@ -188,7 +217,8 @@ pub enum ManifestError {
 
     /// A package is both in `exclude-packages` and in `packages`.
     #[error(
-        "{location}: package `{package}` is excluded but also requested in packages at {requested}"
+        "{location}: package `{}` is excluded but also requested in packages at {requested}",
+        shown(package)
     )]
     ExcludedPackage {
         location: Location,
@@ -204,7 +234,7 @@ pub enum ManifestError {
     UnknownPolicyRepo { location: Location, id: String },
 
     /// A caller-supplied `NAME=VALUE` assignment is malformed.
-    #[error("invalid variable assignment `{arg}`: {reason}")]
+    #[error("invalid variable assignment `{}`: {}", shown(arg), one_line(reason))]
     InvalidVarAssignment { arg: String, reason: String },
 }
 
@@ -235,6 +265,7 @@ fn known_list(known: &[String]) -> String {
     if known.is_empty() {
         " (no variables are defined)".to_string()
     } else {
+        let known: Vec<String> = known.iter().map(|k| shown(k)).collect();
         format!(" (defined: {})", known.join(", "))
     }
 }

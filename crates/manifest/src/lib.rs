@@ -23,7 +23,9 @@
 //! - `version`: version templates and dates.
 //! - `vars`: caller variables and `${name}` substitution.
 //! - `merge`: how an including file applies on top of its includes.
-//! - `spanned`: file positions for YAML values.
+//! - `input`: the bounded, regular-file-only reader of YAML and JSON files
+//!   (lockfiles and overrides files too), and duplicate keys.
+//! - `spanned`: file positions for YAML values, and the size limits.
 //! - `source`: where files are read from; the files a load read.
 //! - `canonical`: deterministic JSON for hashing.
 //! - `error`: the error type and locations.
@@ -34,6 +36,7 @@ mod content;
 mod cx;
 mod document;
 mod error;
+mod input;
 mod merge;
 mod pipeline;
 mod policy;
@@ -48,7 +51,8 @@ mod version;
 pub use base::{BaseManifest, RpmdbBackend};
 pub use content::{is_unit_name, AddFile, Initramfs};
 pub use document::{Loaded, EDITION, MAX_INCLUDE_DEPTH};
-pub use error::{FileRole, Location, ManifestError, Position};
+pub use error::{escaped, shown, FileRole, Location, ManifestError, Position};
+pub use input::{open_regular, parse_data, read_input, read_regular, MAX_INPUT_BYTES};
 pub use pipeline::{check_artifact_url, PipelineManifest, Stage, COMPRESSIONS};
 pub use policy::{Fingerprint, InputPolicy, KeyRef};
 pub use release::ReleaseManifest;

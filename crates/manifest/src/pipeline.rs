@@ -48,14 +48,27 @@ pub struct PipelineManifest {
 /// The values `compress` takes.
 pub const COMPRESSIONS: [&str; 2] = ["gzip", "none"];
 
+/// The longest artifact base URL accepted: it is written into every
+/// location of stream.json, which installers fetch.
+pub const MAX_ARTIFACT_URL: usize = 2048;
+
 /// Checks an artifact base URL: `https://`, `http://` or `file://`, no
 /// whitespace, quotes or control characters (it is written into JSON
-/// that installers fetch from). Returns it without a trailing `/`.
+/// that installers fetch from), no user or password (it is published),
+/// no `.` or `..` segment (a location must stay under it), at most
+/// [`MAX_ARTIFACT_URL`] characters. Returns it without a trailing `/`.
 pub fn check_artifact_url(url: &str) -> Result<String, String> {
+    let shown = crate::error::shown(url);
+    if url.chars().count() > MAX_ARTIFACT_URL {
+        return Err(format!(
+            "`{shown}` has {} characters; an artifact URL may have at most {MAX_ARTIFACT_URL}",
+            url.chars().count()
+        ));
+    }
     let rest = ["https://", "http://", "file://"]
         .iter()
         .find_map(|s| url.strip_prefix(s))
-        .ok_or_else(|| format!("`{url}` is not an https://, http:// or file:// URL"))?;
+        .ok_or_else(|| format!("`{shown}` is not an https://, http:// or file:// URL"))?;
     if rest.is_empty()
         || url
             .chars()
@@ -63,8 +76,22 @@ pub fn check_artifact_url(url: &str) -> Result<String, String> {
         || url.contains(['?', '#'])
     {
         return Err(format!(
-            "`{}` is not a base URL (no spaces, quotes, query or fragment)",
-            url.escape_debug()
+            "`{shown}` is not a base URL (no spaces, quotes, query or fragment)"
+        ));
+    }
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if authority.contains('@') {
+        return Err(format!(
+            "`{shown}` names a user or password, which stream.json would publish: give the URL without them"
+        ));
+    }
+    let dot = |segment: &str| {
+        let s = segment.to_ascii_lowercase().replace("%2e", ".");
+        s == "." || s == ".."
+    };
+    if path.split('/').any(dot) {
+        return Err(format!(
+            "`{shown}` has a `.` or `..` segment: give the URL of the directory itself"
         ));
     }
     Ok(url.trim_end_matches('/').to_string())
@@ -620,5 +647,45 @@ releases:
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+
+    /// Each would have been published in stream.json and strata.json.
+    #[test]
+    fn artifact_urls_with_credentials_dot_segments_or_2049_characters_are_refused() {
+        let long = format!("https://m.example/{}", "a".repeat(2049 - 18));
+        assert_eq!(long.len(), 2049);
+        let cases = [
+            (
+                "https://user:secret@m.example/rhcos",
+                "names a user or password",
+            ),
+            ("https://token@m.example", "names a user or password"),
+            (
+                "https://m.example/rhcos/../etc",
+                "has a `.` or `..` segment",
+            ),
+            ("https://m.example/./rhcos", "has a `.` or `..` segment"),
+            (
+                "https://m.example/rhcos/%2E%2e",
+                "has a `.` or `..` segment",
+            ),
+            (
+                long.as_str(),
+                "has 2049 characters; an artifact URL may have at most 2048",
+            ),
+        ];
+        for (url, want) in cases {
+            let e = check_artifact_url(url).unwrap_err();
+            assert!(e.contains(want), "{url}: {e}");
+            assert!(e.chars().count() < 250, "the value is cut: {e}");
+        }
+        for ok in [
+            "https://m.example/rhcos/",
+            "file:///srv/builds",
+            "https://m.example/a..b/@x",
+            &long[..2048],
+        ] {
+            assert!(check_artifact_url(ok).is_ok(), "{ok}");
+        }
     }
 }

@@ -22,15 +22,36 @@ use crate::spanned::{At, FileId, Locator};
 pub trait FileSource {
     /// The whole content of `path`.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
+
+    /// The content of `path`, refused when it holds more than `limit`
+    /// bytes. A source that can read less than the whole file to know
+    /// (the filesystem) should.
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        let bytes = self.read(path)?;
+        if bytes.len() as u64 > limit {
+            return Err(io::Error::new(
+                io::ErrorKind::FileTooLarge,
+                format!("larger than {limit} bytes, the most strata reads of such a file"),
+            ));
+        }
+        Ok(bytes)
+    }
 }
 
-/// The real filesystem.
+/// The real filesystem: regular files only (a FIFO or a device named as a
+/// file is refused without being read).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Filesystem;
 
 impl FileSource for Filesystem {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        std::fs::read(path)
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut crate::input::open_regular(path)?, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        crate::input::read_regular(path, limit)
     }
 }
 

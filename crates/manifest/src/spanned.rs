@@ -288,7 +288,10 @@ pub(crate) fn yaml_error(err: &serde_yaml::Error, file: &Path) -> ManifestError 
     if message.contains("expected struct") || message.contains("(a YAML mapping)") {
         message = without_values(&message);
     }
-    ManifestError::Syntax { location, message }
+    ManifestError::Syntax {
+        location,
+        message: crate::input::cut_quoted(&message),
+    }
 }
 
 /// `message` with every string value it quotes (serde's `string "…"`)
@@ -319,9 +322,10 @@ fn without_values(message: &str) -> String {
     out
 }
 
-/// What a manifest file may be, checked before the YAML parser sees it:
-/// the parser's time grows with nesting and entries, and no real manifest
-/// comes near these (a full RHCOS manifest lists about 500 packages).
+/// What a manifest file (or a lockfile, an overrides file) may be, checked
+/// before the YAML or JSON parser sees it: the parser's time grows with
+/// nesting and entries, and no real file comes near these (a full RHCOS
+/// manifest lists about 500 packages, its lockfile about 4,000 lines).
 pub(crate) const MAX_FILE_BYTES: usize = 1 << 20;
 /// Flow collections (`[`, `{`) open at once.
 pub(crate) const MAX_NESTING: usize = 64;
@@ -339,7 +343,7 @@ pub(crate) fn check_limits(text: &str, file: &Path) -> Result<(), ManifestError>
         return Err(ManifestError::Syntax {
             location: at(0),
             message: format!(
-                "the file has {} bytes; a manifest may have at most {MAX_FILE_BYTES}",
+                "the file has {} bytes; strata reads at most {MAX_FILE_BYTES} of a manifest or lockfile",
                 text.len()
             ),
         });
@@ -348,10 +352,15 @@ pub(crate) fn check_limits(text: &str, file: &Path) -> Result<(), ManifestError>
     // Quotes and comments only keep brackets in them from counting; both
     // end with the line, so that text cannot hide nesting behind a stray
     // apostrophe (a multi-line quoted scalar full of brackets may count
-    // too much, never too little).
+    // too much, never too little). In double quotes a backslash escapes
+    // the next character, so `"\""` closes where the parsers close it.
     let (mut quote, mut comment, mut prev) = (None::<char>, false, '\n');
+    let mut escape = false;
     for c in text.chars() {
         let after = std::mem::replace(&mut prev, c);
+        if std::mem::take(&mut escape) && c != '\n' {
+            continue;
+        }
         match (c, quote) {
             ('\n', _) => {
                 line += 1;
@@ -362,6 +371,7 @@ pub(crate) fn check_limits(text: &str, file: &Path) -> Result<(), ManifestError>
             _ if comment => {}
             ('#', None) if after.is_whitespace() => comment = true,
             ('"' | '\'', None) => quote = Some(c),
+            ('\\', Some('"')) => escape = true,
             (q, Some(open)) if q == open => quote = None,
             (_, Some(_)) => {}
             ('[' | '{', None) => {
@@ -370,7 +380,7 @@ pub(crate) fn check_limits(text: &str, file: &Path) -> Result<(), ManifestError>
                     return Err(ManifestError::Syntax {
                         location: at(line),
                         message: format!(
-                            "collections nested more than {MAX_NESTING} deep; no manifest needs that"
+                            "collections nested more than {MAX_NESTING} deep; no manifest or lockfile needs that"
                         ),
                     });
                 }
@@ -383,7 +393,7 @@ pub(crate) fn check_limits(text: &str, file: &Path) -> Result<(), ManifestError>
             return Err(ManifestError::Syntax {
                 location: at(line),
                 message: format!(
-                    "more than {MAX_ENTRIES} entries (lines and list items); a manifest may have at most that many"
+                    "more than {MAX_ENTRIES} entries (lines and list items); a manifest or lockfile may have at most that many"
                 ),
             });
         }

@@ -248,10 +248,10 @@ fn oversized_deep_and_foreign_files_are_refused_without_echoing_them() {
         ("deep.yaml", "nested more than 64 deep"),
         ("long.yaml", "more than 20000 entries"),
         ("flow.yaml", "more than 20000 entries"),
-        ("big.yaml", "at most 1048576"),
+        ("big.yaml", "larger than 1048576 bytes"),
     ] {
         let started = std::time::Instant::now();
-        let err = t.base(file).unwrap_err().to_string();
+        let err = chain(&t.base(file).unwrap_err());
         assert!(err.contains(file) && err.contains(says), "{file}: {err}");
         // Not a timing test: a bound far beyond what the check takes,
         // far below what the parser took.
@@ -264,4 +264,105 @@ fn oversized_deep_and_foreign_files_are_refused_without_echoing_them() {
             "{top}: {err}"
         );
     }
+}
+
+/// The error and its causes on one line, as the CLI prints them.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        out.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    out
+}
+
+/// `include: /dev/zero` read the device whole (24 GB) before the size
+/// limit applied; a FIFO would wait for a writer forever. Each is refused
+/// by name, without being read, as a root manifest, an include or a
+/// `.repo` file.
+#[test]
+fn an_include_of_dev_zero_is_refused_without_reading_it() {
+    let t = Tree::new(&[
+        (
+            "zero.yaml",
+            &format!(
+                "{HEAD}include: /dev/zero
+"
+            ),
+        ),
+        (
+            "dir.yaml",
+            &format!(
+                "{HEAD}include: sub
+"
+            ),
+        ),
+        ("sub/x", ""),
+        (
+            "fifo.yaml",
+            &format!(
+                "{HEAD}include: fifo
+"
+            ),
+        ),
+        ("repo.yaml", &format!("{HEAD}repos:\n  - file: fifo\n")),
+    ]);
+    let made = std::process::Command::new("mkfifo")
+        .arg(t.path("fifo"))
+        .status()
+        .expect("mkfifo (coreutils)");
+    assert!(made.success());
+    let d = t.dir.path().display().to_string();
+    let cases = [
+        (
+            "zero.yaml",
+            "zero.yaml:6:10: cannot read include `/dev/zero`: a character device, not a regular file".to_string(),
+        ),
+        (
+            "dir.yaml",
+            format!("dir.yaml:6:10: cannot read include `{d}/sub`: a directory, not a regular file"),
+        ),
+        (
+            "fifo.yaml",
+            format!("fifo.yaml:6:10: cannot read include `{d}/fifo`: a FIFO, not a regular file"),
+        ),
+        (
+            "repo.yaml",
+            format!("repo.yaml:7:11: cannot read repo file `{d}/fifo`: a FIFO, not a regular file"),
+        ),
+        (
+            "fifo",
+            format!("cannot read manifest {d}/fifo: a FIFO, not a regular file"),
+        ),
+    ];
+    for (file, want) in cases {
+        // On another thread: a read that waits on the FIFO fails the test
+        // instead of hanging it.
+        let path = t.path(file);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(BaseManifest::load(&path, &Vars::new()).map(drop));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{file}: still reading after 20 s"));
+        let err = chain(&got.unwrap_err());
+        assert!(err.ends_with(&want), "{file}:\n got: {err}\nwant: {want}");
+    }
+}
+
+/// serde refuses a field given twice, but kept the last of two equal keys
+/// of a map (`variables`) without a word.
+#[test]
+fn a_variable_declared_twice_in_one_mapping_is_refused() {
+    let t = Tree::new(&[(
+        "a.yaml",
+        &format!("{HEAD}variables:\n  mirror: a\n  mirror: b\n"),
+    )]);
+    let err = t.base("a.yaml").unwrap_err().to_string();
+    assert!(
+        err.ends_with("a.yaml:7:3: variables: the key `mirror` is given twice in one mapping"),
+        "{err}"
+    );
 }
