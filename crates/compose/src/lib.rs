@@ -3,8 +3,9 @@
 //!
 //! The flow of [`compose`]: load the manifest, resolve its packages against
 //! the repos the policy allows (others are invisible to the solver), enforce
-//! the policy on every resolved package, hash the inputs and stop if the
-//! previous build had the same hash, otherwise install into a staging root
+//! the policy on every resolved package, hash the inputs (what they mean:
+//! a package list is a set) and stop if a build of the stream with the same
+//! hash is still whole in the workdir, otherwise install into a staging root
 //! inside the workdir, generate the initramfs, apply postprocessing and the
 //! ostree conventions, commit, and record the build. Nothing in the workdir
 //! changes until the commit is written and the build recorded.
@@ -46,7 +47,7 @@ use build::Build;
 use lockfile::check_against_lockfile;
 
 pub use chunks::{content_map, ChangeHistory, INITRAMFS};
-pub use lockfile::{LockedPackage, Lockfile, FILE_NAME as LOCKFILE_NAME};
+pub use lockfile::{LockedPackage, Lockfile, Overrides, FILE_NAME as LOCKFILE_NAME};
 pub use passwd::Accounts;
 pub use policy::{OnlyInDisallowedRepo, PolicyError, Rule, Violation};
 
@@ -138,21 +139,34 @@ pub struct ComposeResult {
 
 pub use strata_workdir::{BuildMeta, PackageDiff};
 
+/// The lockfile to compose, if any, with the overrides applied to it;
+/// and the overrides.
+fn lockfiles(opts: &ComposeOptions) -> Result<(Option<Lockfile>, Overrides)> {
+    let mut locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
+    let overrides = Overrides::load(&opts.overrides)?;
+    if let Some(l) = &mut locked {
+        l.overridden_by(&overrides.lock);
+    }
+    Ok((locked, overrides))
+}
+
 /// Composes the base manifest into the workdir.
 pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
+    // Files the user gave are read and checked before anything is done.
+    let (locked, overrides) = lockfiles(opts)?;
     let wd = Workdir::open(&opts.workdir)?;
     let _lock = wd.lock()?;
     strata_oscontainer::prune_abandoned(&wd.oci())?;
     let loaded = BaseManifest::load(&opts.manifest, &opts.vars)?;
     let c = Compose::new(opts, &wd, &loaded)?;
 
-    let (locked, overrides) = c.lockfiles()?;
     let mut request = c.request(locked.as_ref());
     let packages = c.resolve(&mut request, locked.as_ref(), &overrides)?;
     if let Some(l) = &locked {
         check_against_lockfile(l, &packages)?;
     }
     let pinned: BTreeMap<String, String> = overrides
+        .lock
         .packages
         .keys()
         .filter_map(|name| {
@@ -162,10 +176,10 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
         .collect();
 
     let inputhash = input_hash(&loaded, &c.policy, &packages)?;
-    let previous = wd.latest(&c.stream)?;
-    if let Some(result) = c.unchanged(previous.as_ref(), &inputhash, packages.len())? {
+    if let Some(result) = c.unchanged(&inputhash, packages.len())? {
         return Ok(result);
     }
+    let previous = wd.latest(&c.stream)?;
 
     let sde = opts
         .source_date_epoch
@@ -252,28 +266,6 @@ impl<'a> Compose<'a> {
         &self.loaded.manifest
     }
 
-    /// The lockfile to compose, if any, with the overrides applied to it;
-    /// and the overrides.
-    fn lockfiles(&self) -> Result<(Option<Lockfile>, Lockfile)> {
-        let mut locked = self
-            .opts
-            .lockfile
-            .as_deref()
-            .map(Lockfile::load)
-            .transpose()?;
-        let mut overrides = Lockfile {
-            packages: BTreeMap::new(),
-            metadata: None,
-        };
-        for path in &self.opts.overrides {
-            overrides.overridden_by(&Lockfile::load(path)?);
-        }
-        if let Some(l) = &mut locked {
-            l.overridden_by(&overrides);
-        }
-        Ok((locked, overrides))
-    }
-
     /// The locked packages, or else the manifest's.
     fn request(&self, locked: Option<&Lockfile>) -> DepsolveRequest {
         let manifest = self.manifest();
@@ -296,7 +288,7 @@ impl<'a> Compose<'a> {
         &self,
         request: &mut DepsolveRequest,
         locked: Option<&Lockfile>,
-        overrides: &Lockfile,
+        overrides: &Overrides,
     ) -> Result<Vec<Package>> {
         let manifest = self.manifest();
         let generator = format!("/usr/bin/{}", manifest.initramfs.generator);
@@ -314,22 +306,15 @@ impl<'a> Compose<'a> {
         // Without a lockfile, overrides pin the versions of packages the
         // manifest installs (as rpm-ostree's lockfiles constrain a depsolve
         // without adding to it): resolved again with each pinned.
-        if locked.is_none() && !overrides.packages.is_empty() {
+        if locked.is_none() && !overrides.lock.packages.is_empty() {
             if let Ok((set, _)) = &resolved {
-                let mut pinned = 0;
-                for (name, p) in &overrides.packages {
-                    if set.iter().any(|s| &s.name == name) {
-                        // In place of the manifest's own name for it, if any.
-                        request.packages.retain(|spec| spec != name);
-                        request.packages.push(Lockfile::spec(name, p));
-                        pinned += 1;
-                    } else {
-                        tracing::info!("override {name}: not in the package set, ignored");
-                    }
+                overrides.check_in(set)?;
+                for (name, p) in &overrides.lock.packages {
+                    // In place of the manifest's own name for it, if any.
+                    request.packages.retain(|spec| spec != name);
+                    request.packages.push(Lockfile::spec(name, p));
                 }
-                if pinned > 0 {
-                    resolved = probe(request)?;
-                }
+                resolved = probe(request)?;
             }
         }
         match resolved {
@@ -354,43 +339,49 @@ impl<'a> Compose<'a> {
         }
     }
 
-    /// The previous build's result if it had the same inputs and is all
-    /// still here: then there is nothing to do.
-    fn unchanged(
-        &self,
-        previous: Option<&BuildEntry>,
-        inputhash: &str,
-        packages: usize,
-    ) -> Result<Option<ComposeResult>> {
-        if let Some(prev) = previous.filter(|p| p.inputhash == inputhash) {
-            // Nothing to do only if what the record names is all still here:
-            // the whole commit and the image under its tag.
-            let repo = commit::open_repo(&self.wd.repo())?;
-            if commit::has_whole_commit(&repo, &prev.ostree_commit) && image_intact(self.wd, prev) {
-                tracing::info!("inputs unchanged since {}: nothing to do", prev.version);
-                // An interrupted compose may have left the ref elsewhere.
-                if repo.resolve_rev(&self.ostree_ref, true)?.as_deref()
-                    != Some(prev.ostree_commit.as_str())
-                {
-                    commit::set_ref(&repo, &self.ostree_ref, &prev.ostree_commit)?;
-                }
-                let build_dir = self.wd.build_dir(&self.stream, &prev.version);
-                return Ok(Some(ComposeResult {
-                    changed: false,
-                    stream: self.stream.clone(),
-                    version: prev.version.clone(),
-                    ostree_commit: prev.ostree_commit.clone(),
-                    inputhash: inputhash.to_string(),
-                    ostree_ref: self.ostree_ref.clone(),
-                    image: image_ref(self.wd, prev.image_tag.as_deref().unwrap_or_default()),
-                    digest: prev.image_digest.clone().unwrap_or_default(),
-                    lockfile: build_dir.join(LOCKFILE_NAME),
-                    build_dir,
-                    packages,
-                }));
-            }
+    /// The result of a build of the stream with the same inputs, the
+    /// newest of them that is all still here: then there is nothing to do.
+    /// Not only the newest build counts: after A, B and A's inputs again,
+    /// A is the build (made the stream's newest again), not a new version.
+    fn unchanged(&self, inputhash: &str, packages: usize) -> Result<Option<ComposeResult>> {
+        let candidates = self.wd.builds_with_inputs(&self.stream, inputhash)?;
+        if candidates.is_empty() {
+            return Ok(None);
         }
-        Ok(None)
+        let repo = commit::open_repo(&self.wd.repo())?;
+        // Nothing to do only if what the record names is all still here:
+        // its record, the whole commit and the image under its tag (a
+        // prune may have taken any of an older build's).
+        let whole = candidates.iter().find(|prev| {
+            matches!(self.wd.read_meta(&prev.stream, &prev.version), Ok(Some(_)))
+                && commit::has_whole_commit(&repo, &prev.ostree_commit)
+                && image_intact(self.wd, prev)
+        });
+        let Some(prev) = whole else {
+            return Ok(None);
+        };
+        tracing::info!("inputs unchanged since {}: nothing to do", prev.version);
+        // The records first, then the ref, as a build moves them.
+        self.wd.make_latest(prev)?;
+        // An interrupted compose may have left the ref elsewhere.
+        if repo.resolve_rev(&self.ostree_ref, true)?.as_deref() != Some(prev.ostree_commit.as_str())
+        {
+            commit::set_ref(&repo, &self.ostree_ref, &prev.ostree_commit)?;
+        }
+        let build_dir = self.wd.build_dir(&self.stream, &prev.version);
+        Ok(Some(ComposeResult {
+            changed: false,
+            stream: self.stream.clone(),
+            version: prev.version.clone(),
+            ostree_commit: prev.ostree_commit.clone(),
+            inputhash: inputhash.to_string(),
+            ostree_ref: self.ostree_ref.clone(),
+            image: image_ref(self.wd, prev.image_tag.as_deref().unwrap_or_default()),
+            digest: prev.image_digest.clone().unwrap_or_default(),
+            lockfile: build_dir.join(LOCKFILE_NAME),
+            build_dir,
+            packages,
+        }))
     }
 }
 
@@ -479,17 +470,59 @@ fn input_hash(
     h.update(COMPOSE_FORMAT.as_bytes());
     strata_rootfs::inputs::hash_common(
         &mut h,
-        policy,
-        &loaded.manifest.to_canonical_json(),
+        &keys_as_a_set(policy),
+        &as_hashed(&loaded.manifest).to_canonical_json(),
         &loaded.files,
         packages,
     )?;
     Ok(hex::encode(h.finalize()))
 }
 
+/// The manifest as its input hash sees it: what it means, so the lists that
+/// are sets are sorted (a list already sorted hashes as written).
+///
+/// Sets: package names (`packages`, `exclude-packages`, `ignore-scripts`:
+/// dnf resolves a request, not a sequence), `units` (each enabled on its
+/// own), and the policy's `inputs.repos` and `inputs.keys` (what is
+/// allowed). In order, as written: `repos` (the order the solver is given
+/// them can decide which of two repos offering one package it takes),
+/// `postprocess` (scripts run one after another on what the last left),
+/// `add-files` and `remove-files` (done in turn, and two paths can meet
+/// through the tree's symlinks: what one removes, another may reach).
+fn as_hashed(m: &BaseManifest) -> BaseManifest {
+    let mut m = m.clone();
+    for set in [
+        &mut m.packages,
+        &mut m.exclude_packages,
+        &mut m.ignore_scripts,
+        &mut m.units,
+        &mut m.inputs.repos,
+    ] {
+        set.sort();
+        set.dedup();
+    }
+    sort_keys(&mut m.inputs.keys);
+    m
+}
+
+/// The policy's keys as a set: by the text each key is written as.
+fn sort_keys(keys: &mut [strata_manifest::KeyRef]) {
+    keys.sort_by_cached_key(|k| serde_json::to_string(k).unwrap_or_default());
+}
+
+/// The policy with its keys in fingerprint order: the keys packages may be
+/// signed with are a set.
+fn keys_as_a_set(policy: &policy::Policy) -> policy::Policy {
+    let mut p = policy.clone();
+    p.keys.sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
+    p
+}
+
+/// By name, then NEVRA: the same set in the same order, whatever order the
+/// solver gave it in (the input hash reads it in this order).
 fn sorted(packages: &[Package]) -> Vec<Package> {
     let mut p = packages.to_vec();
-    p.sort_by(|a, b| a.name.cmp(&b.name));
+    p.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.nevra.cmp(&b.nevra)));
     p
 }
 
@@ -501,4 +534,52 @@ pub fn forget_pruned_packages(
     repo: &std::path::Path,
 ) -> Result<usize> {
     pkgcache::Cache::new(index_dir, repo).forget_pruned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(packages: &str, units: &str, scripts: &str) -> BaseManifest {
+        let text = format!(
+            "edition: 1\nname: rhel-8.6\nosname: rhcos\nreleasever: \"8\"\n\
+             version-prefix: 8.6.<date:%Y%m%d>\n\
+             repos:\n  - id: baseos\n    baseurl: file:///srv/baseos\n  - id: appstream\n    baseurl: file:///srv/appstream\n\
+             inputs:\n  repos: [appstream, baseos]\n  keys: [567E347AD0044ADE55BA8A5F199E2F91FD431D51]\n\
+             packages: {packages}\nunits: {units}\npostprocess: {scripts}\n"
+        );
+        BaseManifest::parse(&text, std::path::Path::new("m.yaml"), &Vars::new()).unwrap()
+    }
+
+    /// The input hash changed with the order of the package names: a list
+    /// of names is a set, scripts are not.
+    #[test]
+    fn the_hash_reads_package_lists_as_sets_and_scripts_in_order() {
+        let hashed = |m: BaseManifest| as_hashed(&m).to_canonical_json();
+        let a = manifest(
+            "[kernel dracut, bash]",
+            "[sshd.service, chronyd.service]",
+            "[\"true\", \"false\"]",
+        );
+        let b = manifest(
+            "[bash, dracut, kernel kernel]",
+            "[chronyd.service, sshd.service]",
+            "[\"true\", \"false\"]",
+        );
+        assert_ne!(a.to_canonical_json(), b.to_canonical_json());
+        assert_eq!(hashed(a.clone()), hashed(b));
+        let scripts = manifest(
+            "[kernel dracut, bash]",
+            "[sshd.service, chronyd.service]",
+            "[\"false\", \"true\"]",
+        );
+        assert_ne!(hashed(a), hashed(scripts));
+        // A manifest whose sets are written sorted hashes as it did.
+        let sorted = manifest(
+            "[bash, dracut, kernel]",
+            "[chronyd.service, sshd.service]",
+            "[\"true\"]",
+        );
+        assert_eq!(sorted.to_canonical_json(), hashed(sorted.clone()));
+    }
 }

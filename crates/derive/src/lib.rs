@@ -7,8 +7,9 @@
 //! this process (libdnf is process-global): resolve the release packages
 //! against the base's rpmdb as the installed set, refuse any update of a
 //! base package the manifest does not allow, apply `--override-rpm`s,
-//! enforce the input policy, and hash the inputs; a release whose hash
-//! matches its previous build is done. The releases left install
+//! enforce the input policy, and hash the inputs (what they mean: a
+//! package list is a set); a release whose hash matches an earlier build
+//! still whole in the workdir is done. The releases left install
 //! concurrently, each in a worker process with an overlay of the base
 //! checkout (see [`worker`]), so the upper dir holds exactly the release's
 //! changes. Then, one at a time: the upper dir becomes the derived layer

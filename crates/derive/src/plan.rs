@@ -120,7 +120,9 @@ pub(crate) fn plan(
             .map_err(|e| explain(e, &disallowed, &manifest))?;
         resolved.download().context("downloading packages")?;
         let mut p = resolved.packages().to_vec();
-        p.sort_by(|a, b| a.name.cmp(&b.name));
+        // The same set in the same order, whatever order the solver gave
+        // it in (the input hash reads it in this order).
+        p.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.nevra.cmp(&b.nevra)));
         removed = resolved.removed().to_vec();
         packages = p;
     }
@@ -252,15 +254,81 @@ fn input_hash(
     h.update(DERIVE_FORMAT.as_bytes());
     h.update(base.digest.as_bytes());
     h.update(base.commit.as_bytes());
+    let mut policy = policy.clone();
+    policy
+        .keys
+        .sort_by(|a, b| a.fingerprint.cmp(&b.fingerprint));
     strata_rootfs::inputs::hash_common(
         &mut h,
-        policy,
-        &loaded.manifest.to_canonical_json(),
+        &policy,
+        &as_hashed(&loaded.manifest).to_canonical_json(),
         &loaded.files,
         packages,
     )?;
-    for o in overrides {
-        h.update(o.sha256.as_bytes());
+    // The `--override-rpm`s are a set of files, each replacing its package.
+    let overrides: BTreeSet<&str> = overrides.iter().map(|o| o.sha256.as_str()).collect();
+    for sha256 in overrides {
+        h.update(sha256.as_bytes());
     }
     Ok(hex::encode(h.finalize()))
+}
+
+/// The manifest as its input hash sees it: what it means, so the lists that
+/// are sets are sorted (a list already sorted hashes as written).
+///
+/// Sets: package names (`packages`, `exclude-packages`, `ignore-scripts`,
+/// `allow-base-upgrade`: dnf resolves a request, not a sequence), `units`
+/// (each enabled on its own), the policy's `inputs.repos` and `inputs.keys`
+/// (what is allowed); `labels` is a map already. In order, as written:
+/// `repos` (the order the solver is given them can decide which of two
+/// repos offering one package it takes), `postprocess` (scripts run one
+/// after another on what the last left), `add-files` and `remove-files`
+/// (done in turn, and two paths can meet through the tree's symlinks).
+fn as_hashed(m: &ReleaseManifest) -> ReleaseManifest {
+    let mut m = m.clone();
+    for set in [
+        &mut m.packages,
+        &mut m.exclude_packages,
+        &mut m.ignore_scripts,
+        &mut m.allow_base_upgrade,
+        &mut m.units,
+        &mut m.inputs.repos,
+    ] {
+        set.sort();
+        set.dedup();
+    }
+    m.inputs
+        .keys
+        .sort_by_cached_key(|k| serde_json::to_string(k).unwrap_or_default());
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(packages: &str, scripts: &str) -> ReleaseManifest {
+        let text = format!(
+            "edition: 1\nrelease: \"4.13\"\n\
+             repos:\n  - id: rhocp\n    baseurl: file:///srv/rhocp\n\
+             inputs:\n  repos: [rhocp]\n  keys: [567E347AD0044ADE55BA8A5F199E2F91FD431D51]\n\
+             packages: {packages}\npostprocess: {scripts}\n"
+        );
+        ReleaseManifest::parse(&text, Path::new("m.yaml"), &strata_manifest::Vars::new()).unwrap()
+    }
+
+    /// The input hash changed with the order of the package names: a list
+    /// of names is a set, scripts are not.
+    #[test]
+    fn the_hash_reads_package_lists_as_sets_and_scripts_in_order() {
+        let hashed = |m: ReleaseManifest| as_hashed(&m).to_canonical_json();
+        let a = manifest("[cri-o openshift-kubelet, conmon]", "[\"true\", \"false\"]");
+        let b = manifest("[conmon, openshift-kubelet cri-o]", "[\"true\", \"false\"]");
+        assert_ne!(a.to_canonical_json(), b.to_canonical_json());
+        assert_eq!(hashed(a.clone()), hashed(b));
+        let scripts = manifest("[cri-o openshift-kubelet, conmon]", "[\"false\", \"true\"]");
+        assert_ne!(hashed(a), hashed(scripts));
+        let sorted = manifest("[conmon, cri-o, openshift-kubelet]", "[\"true\"]");
+        assert_eq!(sorted.to_canonical_json(), hashed(sorted.clone()));
+    }
 }

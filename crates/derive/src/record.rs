@@ -1,8 +1,8 @@
 //! Recording: a derived build becomes part of the workdir's history
 //! (`strata.json` and meta.json through [`Workdir::record`]), then its image
 //! is tagged and its ref moved, in that order, last; and the no-op check,
-//! which trusts a previous record only as far as its image and commit are
-//! there.
+//! which looks for any earlier build with the same inputs and trusts its
+//! record only as far as its image and commit are there.
 //!
 //! It must not write images or commits: it records what [`crate::image`]
 //! wrote. Killed before the tag and ref, a derive leaves a record whose
@@ -23,34 +23,52 @@ pub(crate) fn ostree_ref(stream: &str) -> String {
     format!("strata/derived/{stream}")
 }
 
-/// The previous build of `p` when its inputs are the same and its image
-/// and commit are still there.
+/// The build of `p`'s stream with the same inputs, the newest of them whose
+/// record, image and commit are all still there. Not only the newest build
+/// counts: after bases A, B and A again, the release derived from A is the
+/// build (made the stream's newest again by [`reuse`]), not a new version.
 pub(crate) fn unchanged(wd: &Workdir, p: &Plan) -> Option<BuildEntry> {
-    let prev = p
-        .previous
-        .as_ref()
-        .filter(|prev| prev.inputhash == p.inputhash)?;
-    let tag = prev.image_tag.as_deref()?;
-    let found = strata_oscontainer::check_present(&ImageRef::oci(&wd.oci(), tag)).ok()?;
-    if prev.image_digest.as_deref() != Some(found.as_str()) {
+    let candidates = wd.builds_with_inputs(&p.stream, &p.inputhash).ok()?;
+    if candidates.is_empty() {
         return None;
     }
     let repo = wd.ostree_repo().ok()?;
-    let (_, state) = repo.load_commit(&prev.ostree_commit).ok()?;
-    if state.contains(ostree::RepoCommitState::PARTIAL) {
-        return None;
-    }
-    Some(prev.clone())
+    candidates.into_iter().find(|prev| whole(wd, &repo, prev))
 }
 
-/// The previous build `prev` as the result of `p`, its ref put back where
-/// an interrupted derive may have left it elsewhere.
+/// Whether what `prev` names is all still here (a prune may have taken an
+/// older build's image blobs or commit): its record, its image under its
+/// tag at its digest, and its whole commit.
+fn whole(wd: &Workdir, repo: &ostree::Repo, prev: &BuildEntry) -> bool {
+    if !matches!(wd.read_meta(&prev.stream, &prev.version), Ok(Some(_))) {
+        return false;
+    }
+    let Some(tag) = prev.image_tag.as_deref() else {
+        return false;
+    };
+    let Ok(found) = strata_oscontainer::check_present(&ImageRef::oci(&wd.oci(), tag)) else {
+        return false;
+    };
+    if prev.image_digest.as_deref() != Some(found.as_str()) {
+        return false;
+    }
+    match repo.load_commit(&prev.ostree_commit) {
+        Ok((_, state)) => !state.contains(ostree::RepoCommitState::PARTIAL),
+        Err(_) => false,
+    }
+}
+
+/// The earlier build `prev` as the result of `p`: made its stream's newest
+/// again, its ref put back where another build or an interrupted derive
+/// left it.
 pub(crate) fn reuse(
     wd: &Workdir,
     base: &Base,
     p: &Plan,
     prev: &BuildEntry,
 ) -> Result<DeriveResult> {
+    // The records first, then the ref, as a build moves them.
+    wd.make_latest(prev)?;
     let r = ostree_ref(&p.stream);
     let at = wd.ostree_repo()?.resolve_rev(&r, true)?;
     if at.as_deref() != Some(prev.ostree_commit.as_str()) {
