@@ -196,7 +196,11 @@ impl Build<'_> {
         let job = InstallJob::new(options, c.repo_configs.clone(), self.request.clone())
             .expecting(packages.iter().map(|p| p.nevra.clone()))
             .source_date_epoch(self.sde);
-        let report = run_in_child(&c.opts.installer, &job).context("installing packages")?;
+        // The job's files in the workdir: a killed compose leaves them to
+        // the next writer, which removes abandoned staging.
+        let scratch = c.wd.staging("dnf-job")?;
+        let report =
+            run_in_child(&c.opts.installer, scratch.path(), &job).context("installing packages")?;
         // The child's own warnings are not shown: say them here.
         for f in &report.ignored_scriptlet_failures {
             tracing::warn!("{}: ignored (ignore-scripts): {f}", c.stream);

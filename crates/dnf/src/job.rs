@@ -105,31 +105,33 @@ impl InstallJob {
 }
 
 /// Runs `job` in a child started from `worker`, which must serve it with
-/// [`serve_child`].
-pub fn run_in_child(worker: &Worker, job: &InstallJob) -> Result<InstallReport> {
+/// [`serve_child`]. The job's files (its install root and rpm macros
+/// among them) are written under `scratch`: a staging directory of the
+/// caller's workdir, so that a build killed mid-install leaves them where
+/// the workdir's next writer removes abandoned staging, not in the host's
+/// `/tmp`.
+pub fn run_in_child(
+    worker: &Worker,
+    scratch: &std::path::Path,
+    job: &InstallJob,
+) -> Result<InstallReport> {
     let mut worker = worker.clone();
     if let Some(sde) = job.source_date_epoch {
         worker
             .envs
             .push(("SOURCE_DATE_EPOCH".into(), sde.to_string().into()));
     }
-    let scratch = tempfile::Builder::new()
-        .prefix("strata-dnf-job-")
-        .tempdir()
-        .map_err(|e| Error::io("creating a temporary dir for a dnf job", e))?;
     tracing::debug!(root = %job.options.install_root.display(), "starting dnf child");
-    strata_process::worker::run(&worker, &Isolation::Plain, scratch.path(), job).map_err(
-        |e| match e {
-            JobError::Failed(message) => Error::Child {
-                status: "failed".to_string(),
-                message,
-            },
-            other => Error::Child {
-                status: "did not finish".to_string(),
-                message: other.to_string(),
-            },
+    strata_process::worker::run(&worker, &Isolation::Plain, scratch, job).map_err(|e| match e {
+        JobError::Failed(message) => Error::Child {
+            status: "failed".to_string(),
+            message,
         },
-    )
+        other => Error::Child {
+            status: "did not finish".to_string(),
+            message: other.to_string(),
+        },
+    })
 }
 
 /// The child side: `ARGS = JOB OUTCOME`; serves the job (see

@@ -19,6 +19,50 @@ fn child() -> Worker {
     Worker::new(env!("CARGO_BIN_EXE_strata-dnf-child"))
 }
 
+/// Where a test's jobs write their files (a workdir's staging, in a
+/// build).
+fn scratch_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join("strata-dnf-tests-jobs");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A SIGKILLed build left `/tmp/strata-dnf-job-*/job.json` (the install
+/// root and rpm macros) behind, where no strata process looks again: the
+/// job's files are written under the scratch directory the caller gives
+/// (its workdir's staging, which the workdir's next writer removes when
+/// abandoned), and removed when the job ends.
+#[test]
+fn a_jobs_files_are_written_in_the_callers_scratch_not_in_tmp() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("where");
+    // A worker that says where its job file is and fails.
+    let worker = Worker::new("sh")
+        .arg("-c")
+        .arg(r#"cp "$1" "$REC.json"; printf %s "$1" > "$REC"; exit 3"#)
+        .arg("worker")
+        .env("REC", &record);
+    let job = InstallJob::new(
+        DnfOptions::new("/install/root", "/cache", "8"),
+        vec![],
+        DepsolveRequest::install(["bash"]),
+    );
+    let work = scratch.path().join("tmp");
+    std::fs::create_dir(&work).unwrap();
+    let err = run_in_child(&worker, &work, &job).unwrap_err();
+    assert!(matches!(err, Error::Child { .. }), "{err}");
+    let job_file = std::path::PathBuf::from(std::fs::read_to_string(&record).unwrap());
+    assert!(job_file.starts_with(&work), "{}", job_file.display());
+    assert!(
+        std::fs::read_to_string(record.with_extension("json"))
+            .unwrap()
+            .contains("/install/root"),
+        "the job file is the job"
+    );
+    assert!(!job_file.exists(), "removed once the job ended");
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
+}
+
 #[test]
 fn contexts_in_one_process_are_serialized() {
     let f = fixture();
@@ -60,7 +104,7 @@ fn parallel_installs_in_child_processes_share_one_cache() {
     let start = Instant::now();
     let handles: Vec<_> = jobs
         .into_iter()
-        .map(|j| thread::spawn(move || run_in_child(&child(), &j)))
+        .map(|j| thread::spawn(move || run_in_child(&child(), &scratch_dir(), &j)))
         .collect();
     let reports: Vec<_> = handles
         .into_iter()
@@ -85,7 +129,12 @@ fn parallel_installs_in_child_processes_share_one_cache() {
 
     // A failing child reports libdnf's error text back to the parent.
     let (root_c, _) = f.scratch("child-c");
-    let err = run_in_child(&child(), &job(&root_c, &["no-such-package"])).unwrap_err();
+    let err = run_in_child(
+        &child(),
+        &scratch_dir(),
+        &job(&root_c, &["no-such-package"]),
+    )
+    .unwrap_err();
     match &err {
         Error::Child { message, .. } => assert!(
             message.contains("no package matches 'no-such-package'"),
@@ -110,6 +159,7 @@ fn a_child_installs_the_plan_with_the_jobs_header_time() {
     );
     let err = run_in_child(
         &child(),
+        &scratch_dir(),
         &job.clone()
             .expecting(["greeting-data-1.0-1.noarch".to_string()]),
     )
@@ -133,7 +183,7 @@ fn a_child_installs_the_plan_with_the_jobs_header_time() {
     let (root, _) = f.scratch("child-plan-2");
     let mut timed = timed;
     timed.options.install_root = root.clone();
-    run_in_child(&child(), &timed).unwrap();
+    run_in_child(&child(), &scratch_dir(), &timed).unwrap();
     let out = std::process::Command::new("rpm")
         .arg("--root")
         .arg(&root)
