@@ -308,7 +308,7 @@ impl<'a> Compose<'a> {
         // without adding to it): resolved again with each pinned.
         if locked.is_none() && !overrides.lock.packages.is_empty() {
             if let Ok((set, _)) = &resolved {
-                overrides.check_in(set)?;
+                overrides.check_in(&set.iter().map(|p| p.name.as_str()).collect())?;
                 for (name, p) in &overrides.lock.packages {
                     // In place of the manifest's own name for it, if any.
                     request.packages.retain(|spec| spec != name);

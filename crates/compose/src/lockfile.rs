@@ -19,18 +19,25 @@
 //! `manifest-lock.overrides.yaml`) are lockfiles too, YAML or JSON, whose
 //! entries win over the lockfile's by name, as rpm-ostree applies several
 //! lockfiles in order (cosa passes them with `--ex-lockfile`).
+//!
+//! Both are read as every file a user gives strata is (`strata_manifest`'s
+//! bounded reader: a regular file of at most 1 MiB, the manifest limits,
+//! no key twice in a mapping), and an entry must mean something: a package
+//! name rpm could have, an `evra` that is `[epoch:]version-release.arch`,
+//! dates in RFC 3339. Values echoed in errors are escaped and cut.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use strata_dnf::Package;
+use strata_manifest::{escaped, shown};
 use strata_workdir::record::nevra_name;
 
 pub const FILE_NAME: &str = "manifest-lock.x86_64.json";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lockfile {
     pub packages: BTreeMap<String, LockedPackage>,
@@ -82,24 +89,74 @@ impl Lockfile {
     /// Reads a lockfile or an overrides file: JSON, or YAML (what cosa's
     /// overrides files are).
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the lockfile {}", path.display()))?;
-        let lock: Lockfile = if text.trim_start().starts_with('{') {
-            serde_json::from_str(&text)
-                .with_context(|| format!("parsing the lockfile {}", path.display()))?
-        } else {
-            strata_manifest::parse_yaml(&text)
-                .map_err(|e| anyhow::anyhow!("parsing the lockfile {}: {e}", path.display()))?
-        };
-        for (name, p) in &lock.packages {
-            if p.evra.is_some() == p.evr.is_some() {
-                bail!(
-                    "{}: package {name} needs exactly one of evra and evr",
-                    path.display()
-                );
+        let text = strata_manifest::read_input(path).with_context(|| {
+            format!(
+                "reading the lockfile {}",
+                escaped(&path.display().to_string())
+            )
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// A lockfile's text; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self> {
+        let lock: Lockfile = strata_manifest::parse_data(text, path)?;
+        lock.check()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", escaped(&path.display().to_string())))?;
+        Ok(lock)
+    }
+
+    /// Refuses entries that mean nothing: a name no package can have, an
+    /// evra or evr that selects no version, a date that is none.
+    fn check(&self) -> Result<(), String> {
+        for (name, p) in &self.packages {
+            if !is_package_name(name) {
+                return Err(format!(
+                    "`{}` is not a package name (letters, digits, `-._+`)",
+                    shown(name)
+                ));
+            }
+            let name = shown(name);
+            match (&p.evra, &p.evr) {
+                (Some(evra), None) => {
+                    if !is_evra(evra) {
+                        return Err(format!(
+                            "package {name}: evra `{}` is not [epoch:]version-release.arch (4.4.20-4.el8_6.x86_64)",
+                            shown(evra)
+                        ));
+                    }
+                }
+                (None, Some(evr)) => {
+                    if !is_evr(evr) {
+                        return Err(format!(
+                            "package {name}: evr `{}` is not [epoch:]version-release (4.4.20-4.el8_6)",
+                            shown(evr)
+                        ));
+                    }
+                }
+                _ => return Err(format!("package {name} needs exactly one of evra and evr")),
             }
         }
-        Ok(lock)
+        let date =
+            |field: String, value: &str| match strata_manifest::UtcDateTime::parse_rfc3339(value) {
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "{field} `{}` is not an RFC 3339 date and time (2026-10-15T00:00:00Z)",
+                    shown(value)
+                )),
+            };
+        if let Some(m) = &self.metadata {
+            if let Some(generated) = &m.generated {
+                date("metadata.generated".to_string(), generated)?;
+            }
+            for (repo, t) in m.rpmmd_repos.iter().flatten() {
+                date(
+                    format!("metadata.rpmmd_repos.{}.generated", shown(repo)),
+                    &t.generated,
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// The entries of `overrides` over this lockfile's, by name.
@@ -129,6 +186,85 @@ impl Lockfile {
         out.push(b'\n');
         out
     }
+}
+
+/// Overrides files read in order: their entries, later files winning by
+/// name, and the file each entry came from (for errors about it).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub lock: Lockfile,
+    files: BTreeMap<String, PathBuf>,
+}
+
+impl Overrides {
+    pub fn load(paths: &[PathBuf]) -> Result<Self> {
+        let mut o = Overrides::default();
+        for path in paths {
+            let lock = Lockfile::load(path)?;
+            for name in lock.packages.keys() {
+                o.files.insert(name.clone(), path.clone());
+            }
+            o.lock.overridden_by(&lock);
+        }
+        Ok(o)
+    }
+
+    /// Refuses an entry that names a package outside `set` (the names of
+    /// the resolved package set): it would pin nothing.
+    pub fn check_in(&self, set: &BTreeSet<&str>) -> Result<()> {
+        for name in self.lock.packages.keys() {
+            if !set.contains(name.as_str()) {
+                let file = self.files.get(name).map(|p| p.display().to_string());
+                bail!(
+                    "{}: override {}: no package of that name is in the package set (it would pin nothing); remove the entry or add the package to the manifest's packages",
+                    escaped(file.as_deref().unwrap_or("--overrides")),
+                    shown(name)
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name rpm could give a package: letters, digits and `-._+`, starting
+/// with a letter, a digit or `_`.
+fn is_package_name(name: &str) -> bool {
+    name.len() <= 256
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._+".contains(c))
+}
+
+/// `[epoch:]version-release`: a numeric epoch, a version and a release of
+/// the characters rpm allows in them (no `-` in either).
+fn is_evr(evr: &str) -> bool {
+    let (epoch, vr) = match evr.split_once(':') {
+        Some((e, vr)) => (Some(e), vr),
+        None => (None, evr),
+    };
+    let part = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+~^".contains(c))
+    };
+    epoch.is_none_or(|e| !e.is_empty() && e.len() <= 10 && e.bytes().all(|b| b.is_ascii_digit()))
+        && evr.len() <= 512
+        && vr.split_once('-').is_some_and(|(v, r)| part(v) && part(r))
+}
+
+/// The architectures a package of an RPM distribution is built for: what
+/// follows the last `.` of an evra must be one (`4.4.20-4.el8_6` has no
+/// arch, though `el8_6` is spelled like one).
+const ARCHES: &[&str] = &[
+    "noarch", "x86_64", "i686", "i586", "i486", "i386", "aarch64", "ppc64le", "ppc64", "s390x",
+    "s390", "armv7hl", "riscv64",
+];
+
+/// `[epoch:]version-release.arch`, as rpm-ostree's lockfiles have it.
+fn is_evra(evra: &str) -> bool {
+    evra.rsplit_once('.')
+        .is_some_and(|(evr, arch)| is_evr(evr) && ARCHES.contains(&arch))
 }
 
 /// The source package's name from its file name (`bash-4.4.20-4.el8_6.src.rpm`
@@ -181,7 +317,7 @@ pub fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<(
     if !extra.is_empty() {
         bail!(
             "the locked packages need packages the lockfile does not list: {}",
-            extra.join(", ")
+            shown_list(&extra)
         );
     }
     // A lock pins bytes, not names: what the repos offer now under a locked
@@ -212,10 +348,19 @@ pub fn check_against_lockfile(lock: &Lockfile, packages: &[Package]) -> Result<(
     if !differ.is_empty() {
         bail!(
             "the repos no longer offer what the lockfile locks: {}",
-            differ.join("; ")
+            escaped(&differ.join("; "))
         );
     }
     Ok(())
+}
+
+/// Names from a repository, each escaped and cut.
+fn shown_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| shown(n))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The lockfile of a resolved set, as rpm-ostree writes one: dated by the
@@ -356,6 +501,159 @@ mod tests {
             let e = format!("{:#}", Lockfile::load(&path).unwrap_err());
             assert!(e.contains(want), "{text}: {e}");
         }
+    }
+
+    /// The error of loading `text` as a lockfile, its causes included.
+    fn refusal(text: &str) -> String {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("lock.json");
+        std::fs::write(&path, text).unwrap();
+        let e = format!("{:#}", Lockfile::load(&path).unwrap_err());
+        e.replace(&d.path().display().to_string(), "D")
+    }
+
+    #[test]
+    fn lock_entries_that_select_nothing_are_refused() {
+        let cases = [
+            (
+                r#"{"packages": {"bash": {"evra": "*"}}}"#,
+                "D/lock.json: package bash: evra `*` is not [epoch:]version-release.arch (4.4.20-4.el8_6.x86_64)",
+            ),
+            (
+                "packages:\n  bash: {evra: \"4.4.20-4.el8_6\"}\n",
+                "D/lock.json: package bash: evra `4.4.20-4.el8_6` is not [epoch:]version-release.arch (4.4.20-4.el8_6.x86_64)",
+            ),
+            (
+                r#"{"packages": {"bash": {"evr": "x:1-1"}}}"#,
+                "D/lock.json: package bash: evr `x:1-1` is not [epoch:]version-release (4.4.20-4.el8_6)",
+            ),
+            (
+                r#"{"packages": {"bash": {"evr": "1-1-1"}}}"#,
+                "D/lock.json: package bash: evr `1-1-1` is not [epoch:]version-release (4.4.20-4.el8_6)",
+            ),
+            (
+                r#"{"packages": {"ba sh": {"evr": "1-1"}}}"#,
+                "D/lock.json: `ba sh` is not a package name (letters, digits, `-._+`)",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(refusal(text), want, "{text}");
+        }
+        for ok in [
+            "1:6.1.2-10.el8.x86_64",
+            "4.4.20-4.el8_6.noarch",
+            "2.0~rc1-1.fc39^git.aarch64",
+        ] {
+            let text = format!(r#"{{"packages": {{"p": {{"evra": "{ok}"}}}}}}"#);
+            Lockfile::parse(&text, Path::new("l")).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_generated_date_that_is_no_date_is_refused() {
+        assert_eq!(
+            refusal(r#"{"packages": {}, "metadata": {"generated": "not-a-date"}}"#),
+            "D/lock.json: metadata.generated `not-a-date` is not an RFC 3339 date and time (2026-10-15T00:00:00Z)"
+        );
+        assert_eq!(
+            refusal(r#"{"packages": {}, "metadata": {"rpmmd_repos": {"r": {"generated": "yesterday"}}}}"#),
+            "D/lock.json: metadata.rpmmd_repos.r.generated `yesterday` is not an RFC 3339 date and time (2026-10-15T00:00:00Z)"
+        );
+    }
+
+    /// JSON kept the last of two entries for one package, silently.
+    #[test]
+    fn a_package_locked_twice_is_refused() {
+        let e = refusal(r#"{"packages": {"bash": {"evr": "1-1"}, "bash": {"evr": "2-1"}}}"#);
+        assert_eq!(
+            e,
+            "D/lock.json:1:44: the key `bash` is given twice in one mapping"
+        );
+        let e = refusal("packages:\n  bash: {evr: 1-1}\n  bash: {evr: 2-1}\n");
+        assert_eq!(
+            e,
+            "D/lock.json:2:3: packages: the key `bash` is given twice in one mapping"
+        );
+    }
+
+    /// A newline in a key printed a second `error:` line.
+    #[test]
+    fn a_newline_in_a_package_name_stays_on_the_error_line() {
+        let e = refusal("{\"packages\": {\"bash\\nerror: forged\": {\"evr\": \"1-1\"}}}");
+        assert_eq!(
+            e,
+            "D/lock.json: `bash\\nerror: forged` is not a package name (letters, digits, `-._+`)"
+        );
+        let e = refusal("{\"packages\": {\"bash\": {\"evr\": \"1\\n-1\"}}}");
+        assert!(!e.contains('\n') && e.contains("`1\\n-1`"), "{e}");
+    }
+
+    /// `--lockfile /dev/zero` read the device whole; a 50 MB value was
+    /// echoed whole into the error; 20,000-deep nesting took quadratic time.
+    #[test]
+    fn a_lockfile_of_dev_zero_is_refused_without_reading_it() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo (coreutils)");
+        for (path, want) in [
+            (
+                Path::new("/dev/zero"),
+                "a character device, not a regular file",
+            ),
+            (fifo.as_path(), "a FIFO, not a regular file"),
+            (d.path(), "a directory, not a regular file"),
+        ] {
+            let e = format!("{:#}", Lockfile::load(path).unwrap_err());
+            assert!(
+                e.starts_with("reading the lockfile") && e.ends_with(want),
+                "{e}"
+            );
+        }
+        let big = format!(
+            r#"{{"packages": {{"bash": {{"evr": "{}"}}}}}}"#,
+            "1".repeat(50 << 20)
+        );
+        let e = refusal(&big);
+        assert!(
+            e.ends_with("larger than 1048576 bytes, the most strata reads of such a file"),
+            "{e}"
+        );
+        let long = format!(
+            r#"{{"packages": {{"bash": {{"evr": 1, "x": "{}"}}}}}}"#,
+            "y".repeat(900_000)
+        );
+        let e = refusal(&long);
+        assert!(e.len() < 300, "{e}");
+        let started = std::time::Instant::now();
+        let deep = format!("packages: {}{}\n", "[".repeat(20_000), "]".repeat(20_000));
+        let e = refusal(&deep);
+        assert!(e.contains("nested more than 64 deep"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
+    /// An override for a package the manifest does not install was a log
+    /// line, and pinned nothing.
+    #[test]
+    fn an_override_for_a_package_not_in_the_set_is_an_error_naming_it_and_its_file() {
+        let d = tempfile::tempdir().unwrap();
+        let o = d.path().join("manifest-lock.overrides.yaml");
+        std::fs::write(&o, "packages:\n  bash: {evr: 1-1}\n  nosuch: {evr: 1-1}\n").unwrap();
+        let overrides = Overrides::load(std::slice::from_ref(&o)).unwrap();
+        overrides
+            .check_in(&["bash", "nosuch", "glibc"].into())
+            .unwrap();
+        let e = overrides.check_in(&["bash", "glibc"].into()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: override nosuch: no package of that name is in the package set (it would pin nothing); remove the entry or add the package to the manifest's packages",
+                o.display()
+            )
+        );
     }
 
     #[test]

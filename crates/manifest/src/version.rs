@@ -40,6 +40,13 @@ impl UtcDateTime {
         }
     }
 
+    /// An RFC 3339 date and time (`2026-10-15T00:00:00Z`, an offset or a
+    /// fraction allowed), in UTC to the second; `None` for anything else.
+    pub fn parse_rfc3339(text: &str) -> Option<Self> {
+        let t = chrono::DateTime::parse_from_rfc3339(text).ok()?;
+        Some(Self::from_unix_seconds(t.timestamp()))
+    }
+
     /// A date and time from fields; `None` unless it exists in the calendar.
     pub fn new(year: i32, month: u8, day: u8, hour: u8, minute: u8, second: u8) -> Option<Self> {
         let valid = chrono::NaiveDate::from_ymd_opt(year, month.into(), day.into()).is_some()
@@ -566,6 +573,15 @@ mod tests {
             "4", "4.", ".13", "4.13.1", "v4.13", "04.13", "4.013", "4.1x",
         ] {
             assert!(OcpRelease::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rfc3339_dates_parse_and_anything_else_does_not() {
+        let t = UtcDateTime::parse_rfc3339("2026-10-15T02:00:00+02:00").unwrap();
+        assert_eq!(t.rfc3339(), "2026-10-15T00:00:00Z");
+        for bad in ["not-a-date", "2026-10-15", "2026-02-30T00:00:00Z", ""] {
+            assert_eq!(UtcDateTime::parse_rfc3339(bad), None, "{bad}");
         }
     }
 }
