@@ -31,7 +31,8 @@ pub struct DiskArgs {
     #[arg(long, value_name = "gzip|none", default_value = "none")]
     pub compress: strata_disk::Compress,
     /// Where the build directory will be published: stream.json locations
-    /// become URL/STREAM/VERSION/x86_64/FILE.
+    /// become URL/STREAM/VERSION/x86_64/FILE. At most 2048 characters, no
+    /// user or password, no `.` or `..` segment.
     #[arg(long, value_name = "URL")]
     pub artifact_url: Option<String>,
     /// For a docker:// image.
@@ -59,6 +60,12 @@ pub(crate) fn run(args: DiskArgs) -> Result<ExitCode> {
         if args.platform[..i].contains(p) {
             return Err(crate::UsageError(format!("--platform: {p} is given twice")).into());
         }
+    }
+    // Published in stream.json: refused as a usage error, its value
+    // escaped and cut, before any work.
+    if let Some(url) = &args.artifact_url {
+        strata_manifest::check_artifact_url(url)
+            .map_err(|reason| crate::UsageError(format!("--artifact-url: {reason}")))?;
     }
     let opts =
         strata_disk::DiskOptions::new(&args.workdir, &args.image, args.platform.clone(), worker()?)

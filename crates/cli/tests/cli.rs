@@ -451,3 +451,65 @@ fn killed_derive_and_disk_leave_the_workdir_as_it_was() {
         "abandoned blobs removed"
     );
 }
+
+/// A bad --artifact-url exited 1 where the other usage errors exit 2; a
+/// URL with a password or a `..` segment, or one of 2049 characters, was
+/// taken (and would have been published in stream.json).
+#[test]
+fn a_bad_artifact_url_is_a_usage_error() {
+    let d = tempfile::tempdir().unwrap();
+    let long = format!("https://m.example/{}", "a".repeat(2031));
+    for url in [
+        "ftp://m.example/x",
+        "https://user:secret@m.example/rhcos",
+        "https://m.example/rhcos/../x",
+        long.as_str(),
+    ] {
+        let out = strata()
+            .args(["disk", "--image", "x", "--platform", "qemu", "--workdir"])
+            .arg(d.path().join("w"))
+            .args(["--artifact-url", url])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}: {out:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{url}: {stderr}");
+        assert!(stderr.starts_with("error: --artifact-url: "), "{stderr}");
+        assert!(stderr.len() < 300, "the URL is cut: {stderr}");
+        assert!(out.stdout.is_empty());
+        assert!(!d.path().join("w").exists(), "{url}: a workdir was made");
+    }
+}
+
+/// A newline inside a package name of a lockfile printed a second
+/// `error:` line; the lockfile is refused before anything is done.
+#[test]
+fn a_newline_in_a_lockfile_package_name_prints_one_error_line() {
+    let d = tempfile::tempdir().unwrap();
+    let lock = d.path().join("lock.json");
+    std::fs::write(
+        &lock,
+        "{\"packages\": {\"bash\\nerror: forged\": {\"evr\": \"1-1\"}}}",
+    )
+    .unwrap();
+    let out = strata()
+        .args(["compose", "--workdir"])
+        .arg(d.path().join("w"))
+        .arg(demo_manifest())
+        .arg("--lockfile")
+        .arg(&lock)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(
+        errors,
+        [format!(
+            "error: {}: `bash\\nerror: forged` is not a package name (letters, digits, `-._+`)",
+            lock.display()
+        )],
+        "{stderr}"
+    );
+    assert!(!d.path().join("w").exists(), "a workdir was made");
+}
