@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use strata_oscontainer::labels::{label, LABEL_COMMIT, LABEL_VERSION};
+use strata_oscontainer::labels::{KnownLabels, LABEL_VERSION};
 use strata_oscontainer::{CommitId, ImageRef, LayerKind, TransportOptions, Version};
 use strata_rootfs::initramfs::{self, Generator};
 use strata_workdir::Workdir;
@@ -52,15 +52,18 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
             "it already has derived layers on top of its ostree content (derive from the base it was derived from)",
         ));
     }
-    // The image builder's word: checked before it names a checkout or a
-    // version.
+    // The image builder's word: every label strata reads is checked
+    // before it names a checkout or a version, and before the derived
+    // image republishes the ones derive does not set (the osname nodes
+    // deploy under, the kernel version).
     let labels: std::collections::BTreeMap<String, String> =
         info.labels.clone().into_iter().collect();
-    let commit: CommitId = label(&labels, LABEL_COMMIT)
-        .with_context(|| format!("base image {reference}"))?
+    let known = KnownLabels::check(&labels).with_context(|| format!("base image {reference}"))?;
+    let commit: CommitId = known
+        .commit
         .ok_or_else(|| not_base("it names no ostree commit"))?;
-    let version: Version = label(&labels, LABEL_VERSION)
-        .with_context(|| format!("base image {reference}"))?
+    let version: Version = known
+        .version
         .ok_or_else(|| not_base(&format!("it has no {LABEL_VERSION} label")))?;
     let rhel = rhel_of(version.as_str()).ok_or_else(|| {
         not_base(&format!(

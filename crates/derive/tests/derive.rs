@@ -1017,6 +1017,54 @@ fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() 
     }
 }
 
+/// derive took a base whose `com.coreos.osname` was a path and published
+/// it unchanged in the derived image, where the disk stage and nodes
+/// would take it as a stateroot directory: every label derive inherits is
+/// checked as the disk stage checks it, and a refusal names the label.
+#[test]
+fn a_base_whose_osname_label_is_a_path_is_refused() {
+    let (bw, b) = base();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let oci = elsewhere.path().join("oci");
+    for (name, value) in [
+        ("com.coreos.osname", "../../../tmp/escaped"),
+        ("com.coreos.osname", "/etc"),
+        ("com.coreos.openshift-version", "4.13/../x"),
+        ("ostree.linux", "../vmlinuz"),
+    ] {
+        let mut eopts = strata_oscontainer::EncapsulateOptions::default();
+        eopts.labels.insert(name.into(), value.into());
+        strata_oscontainer::encapsulate(
+            &bw.path().join("repo"),
+            &b.ostree_commit,
+            &oci,
+            "hostile-inherited",
+            &eopts,
+        )
+        .unwrap();
+        let around = tempfile::tempdir().unwrap();
+        let fresh = around.path().join("work");
+        let e = format!(
+            "{:#}",
+            derive(
+                &DeriveOptions::new(
+                    &fresh,
+                    format!("oci:{}:hostile-inherited", oci.display()),
+                    vec![demo("ocp-4.13.yaml")],
+                    worker()
+                )
+                .vars(vars())
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains(&format!("image label {name}={value:?}")), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        assert!(strata_oscontainer::list_tags(&fresh.join("oci"))
+            .unwrap_or_default()
+            .is_empty());
+    }
+}
+
 /// openshift-kubelet as CI rebuilds it on every merge (`n`: which merge),
 /// with the files of [`rebuilt_kubelet`].
 fn ci_kubelet(dir: &Path, n: u32) -> PathBuf {
