@@ -452,6 +452,119 @@ fn killed_derive_and_disk_leave_the_workdir_as_it_was() {
     );
 }
 
+/// Every entry under `dir`, recursively, with its type: what a command
+/// that only reads must leave as it was.
+fn tree_of(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            out.push(format!(
+                "{} {}",
+                e.path().strip_prefix(dir).unwrap().display(),
+                if t.is_dir() { "dir" } else { "file" }
+            ));
+            if t.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `list` and `prune` on a damaged workdir (`tmp` a regular file) tried to
+/// create its directories and failed with "File exists": read-only
+/// commands create nothing, and a damaged workdir is one error line
+/// naming the part that is wrong.
+#[test]
+fn list_and_prune_on_a_damaged_workdir_create_nothing_and_name_the_damage() {
+    let d = tempfile::tempdir().unwrap();
+    let w = d.path().join("w");
+    std::fs::create_dir(&w).unwrap();
+    std::fs::write(w.join("history.json"), r#"{"builds": []}"#).unwrap();
+    // Only a history: list and a dry prune read it and create nothing.
+    let before = tree_of(&w);
+    for args in [
+        vec!["list"],
+        vec!["list", "--json"],
+        vec!["prune", "--keep", "1", "--dry-run"],
+    ] {
+        let out = strata()
+            .args(&args)
+            .arg("--workdir")
+            .arg(&w)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(tree_of(&w), before, "{args:?} created something");
+    }
+
+    std::fs::write(w.join("tmp"), "not a directory").unwrap();
+    let before = tree_of(&w);
+    for args in [
+        vec!["list"],
+        vec!["prune", "--keep", "1", "--dry-run"],
+        vec!["prune", "--keep", "1"],
+    ] {
+        let out = strata()
+            .args(&args)
+            .arg("--workdir")
+            .arg(&w)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ")
+                && stderr.contains(&format!(
+                    "{} is a regular file, not a directory",
+                    w.join("tmp").display()
+                ))
+                && !stderr.contains("File exists"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(tree_of(&w), before, "{args:?} created something");
+    }
+}
+
+/// A compose SIGKILLed while its install ran left the install job's files
+/// in `/tmp/strata-dnf-job-*` (the install root, the rpm macros), where
+/// nothing removes them: they are in the workdir's `tmp/`, and the
+/// workdir's next writer removes them.
+#[test]
+fn a_killed_install_leaves_its_job_files_in_the_workdir_for_the_next_writer() {
+    strata_testdistro::require_root("strata composes here");
+    let f = Fixture::for_tests().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let w = d.path().join("w");
+    let host_tmp = d.path().join("host-tmp");
+    std::fs::create_dir(&host_tmp).unwrap();
+    // The worker's command line names the job file once it is written.
+    kill_at(compose_cmd(&f, &w).env("TMPDIR", &host_tmp), "job.json");
+    assert_eq!(
+        tree_of(&host_tmp),
+        Vec::<String>::new(),
+        "the host's temporary directory is left alone"
+    );
+    let left: Vec<String> = tree_of(&w.join("tmp"))
+        .into_iter()
+        .filter(|e| e.ends_with("job.json file"))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert!(left[0].starts_with("dnf-job-"), "{left:?}");
+    // The next writer.
+    let wd = strata_workdir::Workdir::open(&w).unwrap();
+    drop(wd.lock().unwrap());
+    assert_eq!(tree_of(&w.join("tmp")), Vec::<String>::new());
+}
+
 /// A bad --artifact-url exited 1 where the other usage errors exit 2; a
 /// URL with a password or a `..` segment, or one of 2049 characters, was
 /// taken (and would have been published in stream.json).

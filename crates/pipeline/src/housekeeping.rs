@@ -11,7 +11,8 @@
 //!
 //! Must not: remove anything a kept build needs (its image's blobs, its
 //! commit and the commits it stands on), or anything while another strata
-//! writes the workdir (it takes the lock).
+//! writes the workdir (it takes the lock); create anything when it only
+//! reads (`list`, a dry run), or in a damaged workdir.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -57,12 +58,13 @@ pub struct Listing {
     pub disk_usage: BTreeMap<String, u64>,
 }
 
-/// Lists the builds and runs of the workdir at `root`, which must exist.
+/// Lists the builds and runs of the workdir at `root`, which must exist;
+/// it only reads (creates nothing, takes no lock).
 pub fn list(root: &Path) -> Result<Listing> {
+    let wd = Workdir::open_existing(root)?;
     if !root.join("history.json").exists() && !root.join("builds").exists() {
         bail!("{} holds no strata builds", root.display());
     }
-    let wd = Workdir::open(root)?;
     let mut streams: BTreeMap<String, Vec<ListedBuild>> = BTreeMap::new();
     let mut runs: BTreeMap<String, Vec<ListedRun>> = BTreeMap::new();
     for e in wd.history()?.into_iter().rev() {
@@ -138,11 +140,18 @@ pub fn prune(root: &Path, keep: usize, dry_run: bool) -> Result<PruneResult> {
     if keep == 0 {
         bail!("--keep must be at least 1: the newest build of a stream is what the next build starts from");
     }
+    // A damaged workdir is refused before anything is created or removed.
+    let wd = Workdir::open_existing(root)?;
     if !root.join("history.json").exists() {
         bail!("{} holds no strata builds", root.display());
     }
-    let wd = Workdir::open(root)?;
-    let _lock = wd.lock()?;
+    // A dry run only reads: it creates nothing and removes no abandoned
+    // staging (which taking the lock does).
+    let _lock = if dry_run {
+        None
+    } else {
+        Some(Workdir::open(root)?.lock()?)
+    };
     let history = wd.history()?;
     let kept = kept_entries(&wd, &history, keep)?;
     let dropped: Vec<BuildEntry> = history

@@ -241,6 +241,48 @@ impl Workdir {
         Ok(Self { root })
     }
 
+    /// Opens the workdir at `root` to read it, creating nothing: `root`
+    /// must be a directory, and each part of a workdir it has must be what
+    /// strata made (its directories directories, its history a file). A
+    /// damaged workdir is one error naming the part that is wrong, where
+    /// [`Workdir::open`] would try to create a directory over it.
+    pub fn open_existing(root: &Path) -> Result<Self> {
+        let what = |p: &Path| match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() => "a directory",
+            Ok(m) if m.is_file() => "a regular file",
+            Ok(_) => "a special file",
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "missing",
+            Err(_) => "unreadable",
+        };
+        match what(root) {
+            "a directory" => {}
+            "missing" => bail!("no workdir at {}", root.display()),
+            other => bail!("{} is {other}, not a strata workdir", root.display()),
+        }
+        for (part, want) in [
+            ("cache", "a directory"),
+            ("oci", "a directory"),
+            ("builds", "a directory"),
+            ("runs", "a directory"),
+            ("tmp", "a directory"),
+            ("repo", "a directory"),
+            (HISTORY, "a regular file"),
+        ] {
+            let p = root.join(part);
+            let is = what(&p);
+            if is != want && is != "missing" {
+                bail!(
+                    "the workdir {} is damaged: {} is {is}, not {want}",
+                    root.display(),
+                    p.display()
+                );
+            }
+        }
+        let root =
+            std::fs::canonicalize(root).with_context(|| format!("resolving {}", root.display()))?;
+        Ok(Self { root })
+    }
+
     /// The workdir's ostree repository (bare-user), created when missing.
     /// Points the ref `name` of the workdir's repository at `commit`: the
     /// last step of a build, after its record.
