@@ -66,7 +66,7 @@ pub struct PushArgs {
 
 pub(crate) fn inspect(args: InspectArgs) -> Result<ExitCode> {
     let image = args.options.parse(&args.image)?;
-    let info = strata_oscontainer::inspect(&image, &args.options.transport())
+    let info = strata_oscontainer::inspect_verified(&image, &args.options.transport())
         .with_context(|| format!("inspecting {image}"))?;
     // A derived image's `ostree.commit` label names its base's commit; the
     // commit a client builds from it is known from the build records of
