@@ -63,6 +63,7 @@ test-first-run:
 FUZZ_CASES ?= 5000
 fuzz: deps
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p strata-manifest --test fuzz
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p strata-compose --test fuzz
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p strata-oscontainer --test fuzz
 
 # Every shell script the project ships: ci/ and the fixture's programs.
