@@ -571,7 +571,7 @@ impl Build<'_> {
         )
         .with_context(|| format!("writing {archive_name}"))?;
         Ok(Artifact {
-            platform: "ostree".into(),
+            platform: meta::ARCHIVE_IMAGE.into(),
             format: "ociarchive".into(),
             path: archive_path,
             size: archive.size,
@@ -634,20 +634,14 @@ impl Build<'_> {
             images.insert(a.platform.clone(), a.record());
         }
         stale.retain(|f| !images.values().any(|a| build_dir.join(&a.path) == *f));
-        meta.disks = Some(Disks {
+        let disks = Disks {
             ostree_commit: id.ostree_commit.clone(),
             image_reference: id.image.clone(),
             images,
             artifact_url: opts.artifact_url.clone(),
-        });
-        w.write_meta(&meta)?;
-        for file in stale {
-            if let Err(e) = std::fs::remove_file(&file) {
-                tracing::warn!("removing {}: {e}", file.display());
-            }
-        }
-        let table: Vec<(&Platform, &Artifact)> =
-            self.platforms.iter().copied().zip(&artifacts).collect();
+        };
+        // stream.json lists what the record lists, not only this run's
+        // artifacts: both come from one record, so they cannot disagree.
         let location = |file: &str| match &opts.artifact_url {
             Some(url) => format!(
                 "{}/{}/{}/{}/{file}",
@@ -660,11 +654,17 @@ impl Build<'_> {
         };
         let stream = meta::stream_json(
             id,
-            &table,
-            &live,
+            &disks,
             &strata_workdir::record::rfc3339(epoch),
             &location,
-        );
+        )?;
+        meta.disks = Some(disks);
+        w.write_meta(&meta)?;
+        for file in stale {
+            if let Err(e) = std::fs::remove_file(&file) {
+                tracing::warn!("removing {}: {e}", file.display());
+            }
+        }
         let stream_path = build_dir.join("stream.json");
         strata_workdir::write_atomic(&stream_path, &strata_workdir::pretty(&stream)?)?;
 

@@ -151,53 +151,61 @@ fn file_name(a: &Artifact) -> String {
         .unwrap_or_default()
 }
 
-/// CoreOS stream metadata listing the artifacts, each at `location(file
-/// name)`, `last_modified` being RFC 3339. A compressed artifact's format
-/// is the platform's with the compressor's suffix (`qcow2.gz`), as RHCOS's
-/// streams name them.
+/// What the build's archive of its image is called in its record
+/// (meta.json's `images.ostree`); stream metadata does not list it.
+pub const ARCHIVE_IMAGE: &str = "ostree";
+
+/// CoreOS stream metadata projected from the build's record of its disks:
+/// every artifact the record lists, whichever `strata disk` run made it,
+/// each at `location(file name)`, `last_modified` being RFC 3339. A
+/// compressed artifact's format is the platform's with the compressor's
+/// suffix (`qcow2.gz`), as RHCOS's streams name them. Live media are
+/// formats of metal: `iso` (its `disk`) and `pxe` (kernel, initramfs,
+/// rootfs), as CoreOS streams list them.
 pub fn stream_json(
     id: &Identity,
-    table: &[(&Platform, &Artifact)],
-    live: &[Artifact],
+    disks: &strata_workdir::record::Disks,
     last_modified: &str,
     location: &dyn Fn(&str) -> String,
-) -> Value {
+) -> anyhow::Result<Value> {
     let mut artifacts = serde_json::Map::new();
-    // Live media are formats of metal: `iso` (its `disk`) and `pxe`
-    // (kernel, initramfs, rootfs), as CoreOS streams list them.
-    for a in live {
-        let entry = artifacts
-            .entry("metal".to_string())
-            .or_insert_with(|| json!({"release": id.version, "formats": {}}));
-        let file = json!({"location": location(&file_name(a)), "sha256": a.sha256});
-        match a.platform.as_str() {
-            "live-iso" => entry["formats"]["iso"] = json!({ "disk": file }),
-            other => {
-                let part = other.trim_start_matches("live-");
-                entry["formats"]["pxe"][part] = file;
-            }
+    for (name, a) in &disks.images {
+        if name == ARCHIVE_IMAGE {
+            continue;
         }
-    }
-    for (p, a) in table {
+        let file = json!({"location": location(&a.path), "sha256": a.sha256});
+        if crate::live::IMAGES.contains(&name.as_str()) {
+            let entry = artifacts
+                .entry("metal".to_string())
+                .or_insert_with(|| json!({"release": id.version, "formats": {}}));
+            match name.strip_prefix("live-") {
+                Some("iso") => entry["formats"]["iso"] = json!({ "disk": file }),
+                Some(part) => entry["formats"]["pxe"][part] = file,
+                None => unreachable!("live media are named live-*"),
+            }
+            continue;
+        }
+        let p = Platform::get(name).map_err(|_| {
+            anyhow::anyhow!("the build's record lists {name:?}, which is not a platform")
+        })?;
         let entry = artifacts
             .entry(p.stream_platform.to_string())
             .or_insert_with(|| json!({"release": id.version, "formats": {}}));
-        let file = file_name(a);
-        let mut disk = json!({"location": location(&file), "sha256": a.sha256});
+        let mut disk = file;
         let mut format = p.stream_format.to_string();
-        if let Some(u) = &a.uncompressed {
-            disk["uncompressed-sha256"] = json!(u.sha256);
-            if let Some(ext) = Path::new(&file).extension() {
+        if let Some(u) = &a.uncompressed_sha256 {
+            disk["uncompressed-sha256"] = json!(u);
+            if let Some(ext) = Path::new(&a.path).extension() {
                 format = format!("{format}.{}", ext.to_string_lossy());
             }
         }
         entry["formats"][format] = json!({ "disk": disk });
     }
-    json!({
+    Ok(json!({
         "stream": id.installer_stream(),
         "metadata": {"last-modified": last_modified},
         "architectures": {"x86_64": {"artifacts": artifacts}},
-    })
+    }))
 }
 
 /// One stream of the CoreOS stream metadata from several (the builds of
@@ -356,6 +364,55 @@ mod tests {
         assert_eq!(v["data"]["releaseVersion"].as_str(), Some("4.13.0"));
         let embedded: Value = serde_json::from_str(v["data"]["stream"].as_str().unwrap()).unwrap();
         assert_eq!(embedded, m);
+    }
+
+    /// A build whose disks came from two `strata disk` runs (qemu, then
+    /// metal and the live media): its stream metadata lists all of them,
+    /// as its record does, and never the image's archive.
+    #[test]
+    fn stream_lists_every_artifact_the_record_lists() {
+        let art = |path: &str, sha: &str, gz: bool| strata_workdir::record::Artifact {
+            path: path.into(),
+            sha256: sha.into(),
+            size: 1,
+            format: "x".into(),
+            uncompressed_sha256: gz.then(|| format!("u{sha}")),
+            uncompressed_size: gz.then_some(2),
+        };
+        let mut images = BTreeMap::new();
+        images.insert("qemu".to_string(), art("r-qemu.x86_64.qcow2.gz", "q", true));
+        images.insert("metal".to_string(), art("r-metal.x86_64.raw", "m", false));
+        images.insert(
+            "metal4k".to_string(),
+            art("r-metal4k.x86_64.raw", "k", false),
+        );
+        images.insert("live-iso".to_string(), art("r-live.x86_64.iso", "i", false));
+        images.insert("live-kernel".to_string(), art("r-live-kernel", "l", false));
+        images.insert(ARCHIVE_IMAGE.to_string(), art("r.ociarchive", "o", false));
+        let disks = strata_workdir::record::Disks {
+            ostree_commit: "cc".into(),
+            image_reference: "oci:/w/oci:ocp-4.13".into(),
+            images,
+            artifact_url: None,
+        };
+        let v = stream_json(&id(Some("4.13")), &disks, "t", &|f| format!("u/{f}")).unwrap();
+        let arts = &v["architectures"]["x86_64"]["artifacts"];
+        assert_eq!(
+            arts["qemu"]["formats"]["qcow2.gz"]["disk"],
+            json!({"location": "u/r-qemu.x86_64.qcow2.gz", "sha256": "q", "uncompressed-sha256": "uq"})
+        );
+        let metal = arts["metal"]["formats"].as_object().unwrap();
+        let formats: Vec<&String> = metal.keys().collect();
+        assert_eq!(formats, ["4k.raw", "iso", "pxe", "raw"]);
+        assert_eq!(metal["pxe"]["kernel"]["sha256"], "l");
+        assert_eq!(arts.as_object().unwrap().len(), 2, "{v}");
+        let stream: coreos_stream_metadata::Stream = serde_json::from_value(v).unwrap();
+        assert_eq!(stream.stream, "rhcos-4.13");
+
+        let mut odd = disks.clone();
+        odd.images.insert("floppy".into(), art("f", "f", false));
+        let e = stream_json(&id(None), &odd, "t", &|f| f.to_string()).unwrap_err();
+        assert!(format!("{e}").contains("\"floppy\""), "{e}");
     }
 
     #[test]

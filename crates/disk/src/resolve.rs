@@ -13,7 +13,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use ostree::gio;
-use strata_oscontainer::labels::{label, LABEL_OPENSHIFT_VERSION, LABEL_OSNAME, LABEL_VERSION};
+use strata_oscontainer::labels::{KnownLabels, LABEL_VERSION};
 use strata_oscontainer::{ImageRef, OcpVersion, OsName, Version};
 use strata_workdir::Workdir;
 
@@ -44,10 +44,12 @@ pub(crate) fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<(Identity, Imag
     let labels: BTreeMap<String, String> = info.labels.clone().into_iter().collect();
     // Labels are the image builder's word: each value that reaches a path,
     // a boot entry or the deployment is checked before anything is written.
-    let version: Version = label(&labels, LABEL_VERSION)?
+    let known = KnownLabels::check(&labels)?;
+    let version: Version = known
+        .version
         .with_context(|| format!("image {imgref} has no {LABEL_VERSION} label"))?;
-    let openshift_version: Option<OcpVersion> = label(&labels, LABEL_OPENSHIFT_VERSION)?;
-    let osname: OsName = match label(&labels, LABEL_OSNAME)? {
+    let openshift_version: Option<OcpVersion> = known.openshift_version;
+    let osname: OsName = match known.osname {
         Some(o) => o,
         None => "rhcos".parse()?,
     };

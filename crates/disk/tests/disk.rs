@@ -1012,6 +1012,44 @@ fn live_media_layout_and_records() {
     }
 }
 
+/// A build's disks made by two `strata disk` runs (qemu, then metal):
+/// stream.json listed only the last run's artifacts while meta.json
+/// listed all. Both are projected from the build's one record.
+#[test]
+fn stream_json_lists_the_disks_of_earlier_runs_as_meta_json_does() {
+    let (w, _, tag) = workdir();
+    // A workdir of its own, so that the other tests see only their builds.
+    let own = fresh_workdir("work-two-runs", 0);
+    let image = format!("oci:{}:{tag}", w.join("oci").display());
+    let mut made = Vec::new();
+    for platform in ["qemu", "metal"] {
+        let r = build(
+            &DiskOptions::new(&own, image.as_str(), vec![platform.into()], worker())
+                .target_image(Some(TARGET.into())),
+        )
+        .unwrap();
+        made.push(r.artifacts[0].clone());
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(r.build_dir.join("meta.json")).unwrap()).unwrap();
+        assert_eq!(
+            meta["images"]["ostree"]["sha256"],
+            r.oci_archive.sha256.as_str()
+        );
+        let stream: coreos_stream_metadata::Stream =
+            serde_json::from_slice(&std::fs::read(&r.stream_json).unwrap()).unwrap();
+        let arts = &stream.architectures["x86_64"].artifacts;
+        for a in &made {
+            assert_eq!(meta["images"][&a.platform]["sha256"], a.sha256.as_str());
+            let file = a.path.file_name().unwrap().to_str().unwrap();
+            let format = if a.platform == "qemu" { "qcow2" } else { "raw" };
+            let disk = &arts[a.platform.as_str()].formats[format]["disk"];
+            assert_eq!(disk.location, file, "after {platform}");
+            assert_eq!(disk.sha256, a.sha256, "after {platform}");
+        }
+        assert_eq!(arts.len(), made.len(), "after {platform}");
+    }
+}
+
 /// The ISO boots from a CD with UEFI (q35), to the marker, from the image's
 /// own tree with no disk: the test's 4.13 image is the base and an
 /// os-release, no node packages. (A release's media boot from a CD with
