@@ -242,6 +242,86 @@ pub fn run_started(
     }
 }
 
+impl Error {
+    /// The line of a failed command's stderr saying it ran out of space
+    /// (`ENOSPC`, "No space left on device"), if it says so: the cause a
+    /// caller names once, with the filesystem ([`filesystem_of`]), instead
+    /// of the command line.
+    pub fn no_space_line(&self) -> Option<&str> {
+        match self {
+            Error::Failed { stderr, .. } => stderr
+                .lines()
+                .rev()
+                .find(|l| l.contains("No space left on device")),
+            _ => None,
+        }
+    }
+}
+
+/// The mounted filesystem holding `path`, as `<mount point> (<type>)`
+/// from this process's `/proc/self/mountinfo` (the longest mount point
+/// above the path, links resolved), with what it has free; the path
+/// itself when that cannot be read.
+pub fn filesystem_of(path: &std::path::Path) -> String {
+    // The nearest part of the path that exists (what ran out of space may
+    // have removed its file).
+    let path = path
+        .ancestors()
+        .find_map(|p| std::fs::canonicalize(p).ok())
+        .unwrap_or_else(|| path.to_path_buf());
+    let mut best: Option<(std::path::PathBuf, String)> = None;
+    if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
+        for line in info.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let (Some(point), Some(dash)) = (fields.get(4), fields.iter().position(|f| *f == "-"))
+            else {
+                continue;
+            };
+            let point = std::path::PathBuf::from(unescape_mountinfo(point));
+            let fstype = fields.get(dash + 1).copied().unwrap_or("?").to_string();
+            let longer = best
+                .as_ref()
+                .is_none_or(|(b, _)| point.as_os_str().len() >= b.as_os_str().len());
+            if path.starts_with(&point) && longer {
+                best = Some((point, fstype));
+            }
+        }
+    }
+    let free = rustix::fs::statvfs(&path)
+        .ok()
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
+    let free = match free {
+        Some(b) if b >= 1 << 20 => format!(", {} MiB free now", b >> 20),
+        Some(b) => format!(", {} KiB free now", b >> 10),
+        None => String::new(),
+    };
+    match best {
+        Some((point, fstype)) => format!("{} ({fstype}{free})", point.display()),
+        None => path.display().to_string(),
+    }
+}
+
+/// A mountinfo field: spaces, tabs, newlines and backslashes are written
+/// as octal escapes (`\040`).
+fn unescape_mountinfo(field: &str) -> String {
+    let mut out = Vec::new();
+    let b = field.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
+            let n = b[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |n, d| n * 8 + u32::from(d - b'0'));
+            out.push(u8::try_from(n).unwrap_or(b'?'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Runs `cmd` and returns its stdout as text.
 pub fn stdout(cmd: &mut Command) -> Result<String, Error> {
     Ok(String::from_utf8_lossy(&run(cmd)?.stdout).into_owned())
@@ -280,6 +360,23 @@ mod tests {
             err.to_string(),
             "`sfdisk` not found: install the Debian package fdisk (ci/install-deps does)"
         );
+    }
+
+    /// A command that ran out of space (`dd` writing to /dev/full gets
+    /// ENOSPC, as a tool writing to a full filesystem does) is recognised
+    /// from its stderr, and the filesystem of a path is named with its
+    /// mount point and type.
+    #[test]
+    fn out_of_space_is_recognised_and_its_filesystem_named() {
+        let err = run(Command::new("dd").args(["if=/dev/zero", "of=/dev/full", "bs=1", "count=1"]))
+            .unwrap_err();
+        let line = err.no_space_line().expect("dd's ENOSPC");
+        assert!(line.contains("/dev/full"), "{line}");
+        let err = run(Command::new("sh").args(["-c", "exit 1"])).unwrap_err();
+        assert_eq!(err.no_space_line(), None);
+        let fs = filesystem_of(std::path::Path::new("/proc/self"));
+        assert!(fs.starts_with("/proc (proc"), "{fs}");
+        assert_eq!(unescape_mountinfo("/mnt/a\\040b"), "/mnt/a b");
     }
 
     #[test]

@@ -87,7 +87,7 @@ impl Generator {
         let image = root.join(image_path(kver));
         let Some(cache) = cache else {
             sandbox::run_in_tree(root, layout, source_date_epoch, &env, &call.argv)
-                .with_context(|| format!("generating the initramfs with {}", self.name))?;
+                .map_err(|e| self.failed(e, root, layout))?;
             self.finish_image(call, &image, source_date_epoch)?;
             return Ok(Made::Generated(None));
         };
@@ -144,8 +144,7 @@ impl Generator {
             };
             (opened, names)
         });
-        let opened =
-            opened.with_context(|| format!("generating the initramfs with {}", self.name))?;
+        let opened = opened.map_err(|e| self.failed(e, root, layout))?;
         let names = names?;
         tracing::debug!(elapsed = ?started.elapsed(), "initramfs: {} ran", self.name);
         self.finish_image(call, &image, source_date_epoch)?;
@@ -155,6 +154,31 @@ impl Generator {
             tracing::warn!("the initramfs is not cached: {e:#}");
         }
         Ok(Made::Generated(Some(why)))
+    }
+
+    /// The generator's failure `e` on the tree at `root`, as its user
+    /// needs it: when it ran out of space, one line naming the filesystem
+    /// that is full (the one holding the path its stderr names, mapped
+    /// from the sandbox to the host; else the tree's), not the sandbox's
+    /// command line; otherwise `e` as it is.
+    fn failed(&self, e: anyhow::Error, root: &Path, layout: &sandbox::Layout) -> anyhow::Error {
+        let what = format!("generating the initramfs with {}", self.name);
+        let Some(line) = e
+            .chain()
+            .find_map(|c| c.downcast_ref::<strata_process::Error>())
+            .and_then(|pe| pe.no_space_line())
+        else {
+            return e.context(what);
+        };
+        let full = match path_named_in(line) {
+            Some(p) => match layout.host_path(root, &p) {
+                Some(host) => strata_process::filesystem_of(&host),
+                None => format!("{p} (in the sandbox, not the tree)"),
+            },
+            None => strata_process::filesystem_of(root),
+        };
+        tracing::debug!("{what}: {e:#}");
+        anyhow::anyhow!("{what}: no space left on {full}")
     }
 
     /// How the generator is called on the tree at `root` for kernel
@@ -416,6 +440,15 @@ fn walk(dir: &Path, upper: &Path, lower: &Path, out: &mut Vec<String>) -> Result
     Ok(())
 }
 
+/// The first absolute path a tool's message names (`cp: error writing
+/// '/var/tmp/x': …`), without its quotes.
+fn path_named_in(line: &str) -> Option<String> {
+    line.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| "'\"`‘’:,;()".contains(c)))
+        .find(|w| w.starts_with('/'))
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,6 +581,59 @@ mod tests {
             .gzip,
             None
         );
+    }
+
+    /// dracut out of space in its sandbox failed with the sandbox's whole
+    /// command line (650 characters) and the cause only in a log line:
+    /// the error is one line saying which filesystem is full.
+    #[test]
+    fn a_generator_out_of_space_says_which_filesystem_once() {
+        use std::os::unix::process::ExitStatusExt;
+        let root = tempfile::tempdir().unwrap();
+        let layout = sandbox::Layout::default();
+        let dracut = Generator {
+            name: "dracut".into(),
+            args: vec![],
+        };
+        // As dracut says it, about the image in the tree.
+        let failed = strata_process::Error::Failed {
+            command: format!(
+                "bwrap --bind {} / {}",
+                root.path().display(),
+                "x".repeat(600)
+            ),
+            status: std::process::ExitStatus::from_raw(256),
+            stderr: "dracut: cp: error writing '/usr/lib/modules/5.14.0/initramfs.img': \
+                     No space left on device"
+                .into(),
+        };
+        let e = dracut.failed(anyhow::Error::new(failed), root.path(), &layout);
+        let text = format!("{e:#}");
+        let fs = strata_process::filesystem_of(root.path());
+        assert_eq!(
+            text,
+            format!("generating the initramfs with dracut: no space left on {fs}")
+        );
+        assert!(!text.contains("bwrap") && !text.contains('\n'), "{text}");
+        assert_eq!(text.matches("no space left").count(), 1);
+
+        // A real ENOSPC (writing to /dev/full, which the sandbox makes).
+        let real = strata_process::run(std::process::Command::new("dd").args([
+            "if=/dev/zero",
+            "of=/dev/full",
+            "count=1",
+        ]))
+        .unwrap_err();
+        let e = dracut.failed(anyhow::Error::new(real), root.path(), &layout);
+        assert_eq!(
+            format!("{e:#}"),
+            "generating the initramfs with dracut: no space left on /dev/full (in the sandbox, not the tree)"
+        );
+
+        // Any other failure keeps its cause.
+        let other = strata_process::run(&mut std::process::Command::new("false")).unwrap_err();
+        let e = dracut.failed(anyhow::Error::new(other), root.path(), &layout);
+        assert!(format!("{e:#}").contains("`false` failed"), "{e:#}");
     }
 
     #[test]
