@@ -1234,3 +1234,91 @@ fn a_bad_pipeline_fails_before_any_work() {
         assert!(!w.join("history.json").exists());
     }
 }
+
+/// `strata build` let go of the workdir's lock between its stages, and a
+/// `strata prune` started meanwhile ran in a gap, removing what the next
+/// stage was to read. A prune started while a build runs waits for the
+/// whole run, saying whose run it waits for; the build never waits for
+/// the prune.
+#[test]
+fn a_prune_started_during_a_build_waits_for_the_whole_run() {
+    strata_testdistro::require_root("the pipeline composes and derives images");
+    let f = Fixture::for_tests().expect("the fixture distribution");
+    let tmp = tempfile::tempdir().unwrap();
+    let pipeline = tmp.path().join("pipeline.yaml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "edition: 1\nname: lock\nvariables:\n  fixture: ~\nbase:\n  manifest: {}\nreleases:\n  - manifest: {}\n",
+            demo("rhel-8.6.yaml").display(),
+            demo("ocp-4.12.yaml").display()
+        ),
+    )
+    .unwrap();
+    let w = tmp.path().join("w");
+    let strata = |args: &[&str], log: &str| {
+        Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(tmp.path().join(log)).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let mut build = strata(
+        &[
+            "build",
+            pipeline.to_str().unwrap(),
+            "--workdir",
+            w.to_str().unwrap(),
+            "--var",
+            &format!("fixture={}", f.root.display()),
+        ],
+        "build.log",
+    );
+    let lock = w.join(".lock");
+    let holder = |pid: u32| format!("pid {pid}: ");
+    let started = Instant::now();
+    // The base composed and recorded (a prune refuses a workdir without
+    // builds): the run goes on to derive.
+    while !(std::fs::read_to_string(&lock).is_ok_and(|n| n.starts_with(&holder(build.id())))
+        && w.join("history.json").exists())
+    {
+        assert!(
+            build.try_wait().unwrap().is_none(),
+            "the build ended before the prune could start"
+        );
+        assert!(started.elapsed() < Duration::from_secs(600), "no base");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut prune = strata(
+        &["prune", "--workdir", w.to_str().unwrap(), "--keep", "1"],
+        "prune.log",
+    );
+    let (built, pruned) = (build.wait().unwrap(), prune.wait().unwrap());
+    let log = |name: &str| std::fs::read_to_string(tmp.path().join(name)).unwrap();
+    let (build_log, prune_log) = (log("build.log"), log("prune.log"));
+    assert!(built.success(), "the build: {build_log}");
+    assert!(pruned.success(), "the prune: {prune_log}");
+    assert!(
+        prune_log.contains(&format!("waiting for {}", holder(build.id())))
+            && prune_log.contains("strata build"),
+        "{prune_log}"
+    );
+    assert!(!build_log.contains("waiting for"), "{build_log}");
+    // The prune took the lock last: after the run's record, not between
+    // two of its stages.
+    assert!(
+        std::fs::read_to_string(&lock)
+            .unwrap()
+            .starts_with(&holder(prune.id())),
+        "{build_log}"
+    );
+    let history = strata_workdir::history_of(&w).unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|e| e.kind == strata_workdir::EntryKind::Run),
+        "{history:?}"
+    );
+}

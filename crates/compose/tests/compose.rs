@@ -1308,3 +1308,60 @@ fn without_documentation_no_documentation_directory_is_made() {
         .collect();
     assert_eq!(entries, ["/usr/share/doc"], "{listed}");
 }
+
+/// `manifest`'s own `packages:` block with its names in reverse order (one
+/// a line): the same set, listed otherwise.
+fn packages_reversed(manifest: &str) -> String {
+    let mut out = String::new();
+    let mut lines = manifest.lines().peekable();
+    while let Some(line) = lines.next() {
+        out.push_str(line);
+        out.push('\n');
+        if line != "packages:" {
+            continue;
+        }
+        let mut names = Vec::new();
+        while let Some(l) = lines.next_if(|l| l.starts_with("  -") || l.starts_with("  #")) {
+            if let Some(entry) = l.strip_prefix("  -") {
+                names.extend(entry.split_whitespace().map(str::to_string));
+            }
+        }
+        assert!(names.len() > 1, "a packages block in {manifest}");
+        for name in names.iter().rev() {
+            out.push_str(&format!("  - {name}\n"));
+        }
+    }
+    out
+}
+
+/// The input hash changed with the order of the package names, so the
+/// same manifest with its list written in another order built again. A
+/// package list is a set: the same build, no work.
+#[test]
+fn a_reordered_package_list_is_the_same_build() {
+    let _serial = serial();
+    let (shared, r) = demo();
+    let d = tempfile::tempdir().unwrap();
+    let manifests = d.path().join("demo");
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(demo_manifest().parent().unwrap())
+        .arg(&manifests));
+    let reordered = manifests.join("rhel-8.6.yaml");
+    let text = std::fs::read_to_string(&reordered).unwrap();
+    std::fs::write(&reordered, packages_reversed(&text)).unwrap();
+    // A workdir of its own (hard links: objects and blobs are immutable,
+    // the records are replaced, not written through).
+    let w = d.path().join("work");
+    std::fs::create_dir(&w).unwrap();
+    for sub in ["repo", "oci", "builds", "history.json"] {
+        run(Command::new("cp")
+            .arg("-al")
+            .arg(shared.path().join(sub))
+            .arg(w.join(sub)));
+    }
+    let again = compose_in(&w, &reordered).unwrap();
+    assert!(!again.changed, "a reordered package list rebuilt the base");
+    assert_eq!(again.inputhash, r.inputhash);
+    assert_eq!((&again.version, &again.digest), (&r.version, &r.digest));
+}

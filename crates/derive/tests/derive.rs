@@ -1208,3 +1208,103 @@ fn a_kubelet_override_rebuild_reuses_the_initramfs_and_gives_the_same_bytes() {
     assert_ne!(initramfs_cache_entries(a), entries, "the generator ran");
     assert_ne!(initramfs_of(a, &fifth.ostree_commit).1, image);
 }
+
+/// Snapshot A, then B, then A again made a third version of the base
+/// (`-1`) and of each release, with new digests: the no-op check compared
+/// only with the newest build. The third time finds A's builds in the
+/// history, whole, and hands them back (`changed: false`, A's versions
+/// and digests), as the streams' newest again.
+#[test]
+fn snapshot_a_then_b_then_a_again_gives_as_builds_back() {
+    let (_, a, b) = bases();
+    let w = workdir_with_base();
+    let w = w.path();
+    let history = |w: &Path| strata_workdir::history_of(w).unwrap();
+    // bases() built A then B in this workdir: A's inputs again.
+    assert_eq!(history(w).last().unwrap().version, b.version);
+    let base_again = compose(
+        &ComposeOptions::new(demo("rhel-8.6.yaml"), w, worker().arg("install"))
+            .vars(vars())
+            .source_date_epoch(None),
+    )
+    .unwrap();
+    assert!(!base_again.changed, "A's base built again");
+    assert_eq!(
+        (
+            &base_again.version,
+            &base_again.digest,
+            &base_again.ostree_commit
+        ),
+        (&a.version, &a.digest, &a.ostree_commit)
+    );
+    assert_eq!(history(w).last().unwrap().version, a.version);
+    assert_eq!(
+        std::fs::read_link(w.join("builds/rhel-8.6/latest")).unwrap(),
+        Path::new(&a.version)
+    );
+    let ostree_ref = run(Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args(["rev-parse", &base_again.ostree_ref]));
+    assert_eq!(ostree_ref.trim(), a.ostree_commit);
+
+    // A release on A, on B, on A again.
+    let on_a = derive_on(w, &a.image_tag(), &[demo("ocp-4.12.yaml")], &[]).unwrap();
+    let on_b = derive_on(w, &b.image_tag(), &[demo("ocp-4.12.yaml")], &[]).unwrap();
+    assert!(on_b[0].changed);
+    let again = derive_on(w, &a.image_tag(), &[demo("ocp-4.12.yaml")], &[]).unwrap();
+    assert!(!again[0].changed, "the release on A built again");
+    assert_eq!(
+        (&again[0].version, &again[0].digest, &again[0].ostree_commit),
+        (&on_a[0].version, &on_a[0].digest, &on_a[0].ostree_commit)
+    );
+    let newest = history(w).into_iter().last().unwrap();
+    assert_eq!(
+        (newest.stream, newest.version),
+        (again[0].stream.clone(), on_a[0].version.clone())
+    );
+    let derived_ref = run(Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args(["rev-parse", &again[0].ostree_ref]));
+    assert_eq!(derived_ref.trim(), on_a[0].ostree_commit);
+}
+
+/// The input hash changed with the order of a release's package names.
+/// A package list is a set: the same release, no work.
+#[test]
+fn a_reordered_release_package_list_is_the_same_build() {
+    let (dw, first) = derived();
+    let d = tempfile::tempdir().unwrap();
+    let manifests = d.path().join("demo");
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(demo("ocp-4.13.yaml").parent().unwrap())
+        .arg(&manifests));
+    let path = manifests.join("ocp-4.13.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (head, tail) = text.split_once("packages:\n").unwrap();
+    let (block, rest) = tail.split_once("\n\n").unwrap();
+    let mut names: Vec<&str> = block
+        .lines()
+        .filter_map(|l| l.strip_prefix("  -"))
+        .flat_map(str::split_whitespace)
+        .collect();
+    assert!(names.len() > 1, "{block}");
+    names.reverse();
+    let list: String = names.iter().map(|n| format!("  - {n}\n")).collect();
+    std::fs::write(&path, format!("{head}packages:\n{list}\n{rest}")).unwrap();
+    let w = tempfile::tempdir().unwrap();
+    for sub in ["repo", "oci", "builds", "history.json"] {
+        run(Command::new("cp")
+            .arg("-al")
+            .arg(dw.path().join(sub))
+            .arg(w.path().join(sub)));
+    }
+    let again = derive_in(w.path(), &[path], &[]).unwrap();
+    let before = first.iter().find(|r| r.release == "4.13").unwrap();
+    assert!(!again[0].changed, "a reordered package list rebuilt 4.13");
+    assert_eq!(again[0].inputhash, before.inputhash);
+    assert_eq!(
+        (&again[0].version, &again[0].digest),
+        (&before.version, &before.digest)
+    );
+}
