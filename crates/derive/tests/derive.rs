@@ -1266,6 +1266,23 @@ fn snapshot_a_then_b_then_a_again_gives_as_builds_back() {
         .arg(format!("--repo={}", w.join("repo").display()))
         .args(["rev-parse", &again[0].ostree_ref]));
     assert_eq!(derived_ref.trim(), on_a[0].ostree_commit);
+
+    // B's release with its layer's blob pruned away: built again, whole,
+    // not handed back half.
+    let info = inspect(w, &tag_of(&on_b[0]));
+    let layer = info.layers.last().unwrap().digest.clone();
+    std::fs::remove_file(
+        w.join("oci/blobs/sha256")
+            .join(layer.trim_start_matches("sha256:")),
+    )
+    .unwrap();
+    let rebuilt = derive_on(w, &b.image_tag(), &[demo("ocp-4.12.yaml")], &[]).unwrap();
+    assert!(rebuilt[0].changed, "B's release reused without its layer");
+    let image = ImageRef::parse(&rebuilt[0].image, None).unwrap();
+    assert_eq!(
+        strata_oscontainer::verify(&image).unwrap(),
+        rebuilt[0].digest
+    );
 }
 
 /// The input hash changed with the order of a release's package names.
