@@ -222,6 +222,9 @@ fn append(
     };
     let mut labels = labels_of(&base);
     labels.extend(opts.labels.clone());
+    // The image publishes every label it carries, the base's included:
+    // none leaves unchecked.
+    crate::labels::check_all(&labels.clone().into_iter().collect())?;
     // The commit import would build: the base commit (the label names it)
     // plus this one layer, when the base has no derived layers of its own.
     let streamed = match (committing, labels.get(LABEL_COMMIT)) {

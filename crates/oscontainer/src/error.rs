@@ -156,6 +156,33 @@ pub enum Error {
         /// The grammar it must follow.
         rule: &'static str,
     },
+    /// A label an image would pass on breaks the rules every label
+    /// follows (no control characters, bounded sizes); the label's name
+    /// and value are shown escaped and cut.
+    #[error("image labels: {0}")]
+    UnfitLabel(String),
+    /// A JSON document (manifest, config, index) is larger than strata
+    /// reads: refused before it is read.
+    #[error("{what} is {size} bytes, more than the {limit} bytes strata reads")]
+    TooLarge {
+        /// Which document (naming its digest or file).
+        what: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// An image found where one was checked is another: its digest moved
+    /// (a registry tag retagged) between the check and the copy.
+    #[error("{image} is now {found}, not the {checked} that was checked")]
+    ImageChanged {
+        /// The image as named.
+        image: String,
+        /// The manifest digest that was checked.
+        checked: String,
+        /// The manifest digest found instead.
+        found: String,
+    },
     /// An invalid option value.
     #[error("invalid option: {0}")]
     InvalidOption(String),

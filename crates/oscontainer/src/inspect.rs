@@ -119,7 +119,7 @@ pub fn inspect(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
                 layout.check_blob_size(l)?;
             }
             info_of(&resolved, &image.to_string(), || {
-                commit_packages(&layout, &resolved)
+                commit_packages(&layout, &resolved, Verified::No)
             })
         }
         ImageRef::Docker { .. } => {
@@ -248,11 +248,17 @@ fn info_of(
 }
 
 /// The package list in the commit object of a commit layer.
-fn commit_packages(layout: &Layout, image: &ResolvedImage) -> Result<Vec<Package>> {
+fn commit_packages(
+    layout: &Layout,
+    image: &ResolvedImage,
+    verified: Verified,
+) -> Result<Vec<Package>> {
     let Some(desc) = image.manifest.layers().first() else {
         return Ok(Vec::new());
     };
-    layout.verify_blob(desc)?;
+    if verified == Verified::No {
+        layout.verify_blob(desc)?;
+    }
     let bad = |reason: String| Error::BadLayer {
         digest: desc.digest().to_string(),
         reason,
@@ -429,11 +435,31 @@ impl ImageDiff {
 /// [`inspect`], the stages' cheap look at an image, would pass it). A
 /// registry image's layers are verified as they are pulled, when they
 /// are.
+///
+/// The tag is resolved once: the layers hashed are the ones reported on,
+/// and the commit layer's package list is read from the layer just
+/// hashed, not hashed again.
 pub fn inspect_verified(image: &ImageRef, opts: &TransportOptions) -> Result<ImageInfo> {
-    if let ImageRef::Oci { .. } = image {
-        crate::layout::verify(image)?;
-    }
-    inspect(image, opts)
+    use rayon::prelude::*;
+    let ImageRef::Oci { .. } = image else {
+        return inspect(image, opts);
+    };
+    let (layout, resolved) = crate::layout::open_image(image)?;
+    resolved
+        .manifest
+        .layers()
+        .par_iter()
+        .try_for_each(|l| layout.verify_blob(l))?;
+    info_of(&resolved, &image.to_string(), || {
+        commit_packages(&layout, &resolved, Verified::Already)
+    })
+}
+
+/// Whether a layer was hashed before it is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Verified {
+    Already,
+    No,
 }
 
 /// Inspects both images, verified ([`inspect_verified`]), and compares

@@ -96,7 +96,11 @@ impl KnownLabels {
     /// Every label of `labels` that strata reads, checked against its
     /// grammar: the first that breaks it is the error (naming the label
     /// and its escaped value).
+    /// Every other label is held to [`check_all`] first: a stage that
+    /// takes an image's labels passes them on (derive into its image,
+    /// the disk stage into its records).
     pub fn check(labels: &BTreeMap<String, String>) -> Result<Self> {
+        check_all(labels)?;
         Ok(KnownLabels {
             commit: label(labels, LABEL_COMMIT)?,
             version: label(labels, LABEL_VERSION)?,
@@ -105,6 +109,74 @@ impl KnownLabels {
             linux: label(labels, LABEL_LINUX)?,
         })
     }
+}
+
+/// At most this many labels on an image (RHCOS's node image carries
+/// about forty).
+pub const MAX_LABELS: usize = 256;
+/// At most this many bytes in a label's name.
+pub const MAX_LABEL_NAME: usize = 256;
+/// At most this many bytes in a label's value (RHCOS's longest, its
+/// `description` and `io.openshift.build.versions`, are a few hundred).
+pub const MAX_LABEL_VALUE: usize = 4096;
+
+/// How many characters of an unfit label's name or value an error shows.
+const SHOWN: usize = 64;
+
+/// The rules every label follows, whatever it means or whether strata
+/// reads it: at most [`MAX_LABELS`] of them, names of at most
+/// [`MAX_LABEL_NAME`] bytes and values of at most [`MAX_LABEL_VALUE`],
+/// no control character in either. A label that breaks them is refused
+/// naming it, escaped and cut: an image strata publishes carries no
+/// label it did not check.
+pub fn check_all(labels: &BTreeMap<String, String>) -> Result<()> {
+    if labels.len() > MAX_LABELS {
+        return Err(Error::UnfitLabel(format!(
+            "the image has {} labels, more than {MAX_LABELS}",
+            labels.len()
+        )));
+    }
+    for (name, value) in labels {
+        let unfit = |why: String| Error::UnfitLabel(format!("label {} {why}", shown(name)));
+        if name.is_empty() {
+            return Err(unfit("has an empty name".into()));
+        }
+        if name.len() > MAX_LABEL_NAME {
+            return Err(unfit(format!(
+                "has a name of {} bytes, more than {MAX_LABEL_NAME}",
+                name.len()
+            )));
+        }
+        if name.chars().any(char::is_control) {
+            return Err(unfit("has a control character in its name".into()));
+        }
+        if value.len() > MAX_LABEL_VALUE {
+            return Err(unfit(format!(
+                "has a value of {} bytes, more than {MAX_LABEL_VALUE} ({})",
+                value.len(),
+                shown(value)
+            )));
+        }
+        if value.chars().any(char::is_control) {
+            return Err(unfit(format!(
+                "has a control character in its value ({})",
+                shown(value)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `text` quoted, control characters escaped, cut after [`SHOWN`]
+/// characters: an untrusted name or value fit for one error line.
+fn shown(text: &str) -> String {
+    let mut cut: String = text.chars().take(SHOWN).collect();
+    let more = cut.len() < text.len();
+    cut = format!("\"{}\"", one_line(&cut).replace('"', "\\\""));
+    if more {
+        cut.push('…');
+    }
+    cut
 }
 
 macro_rules! text_newtype {
@@ -406,7 +478,7 @@ mod tests {
             (LABEL_OSNAME, "rhcos".to_string()),
             (LABEL_OPENSHIFT_VERSION, "4.13".to_string()),
             (LABEL_LINUX, "4.18.0-372.9.1.el8.x86_64".to_string()),
-            ("description", "anything\nat all".to_string()),
+            ("description", "anything at all".to_string()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -422,7 +494,7 @@ mod tests {
             (LABEL_VERSION, "8.6/../x"),
             (LABEL_OSNAME, "../../../tmp/x"),
             (LABEL_OSNAME, "/etc"),
-            (LABEL_OPENSHIFT_VERSION, "4.13\nx"),
+            (LABEL_OPENSHIFT_VERSION, "4.13 x"),
             (LABEL_LINUX, "../vmlinuz"),
         ] {
             let mut labels = good.clone();
@@ -433,6 +505,79 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// derive checked only the labels strata reads and republished every
+    /// other one (`description`, `containers.bootc`, …) as it found it,
+    /// control characters and megabytes included.
+    #[test]
+    fn every_label_is_refused_with_control_characters_or_oversized() {
+        let rhcos: BTreeMap<String, String> = [
+            (
+                "description",
+                "Red Hat Enterprise Linux CoreOS is the OS of OpenShift nodes",
+            ),
+            (
+                "io.openshift.build.versions",
+                "machine-os=413.86.202612020930-0",
+            ),
+            ("containers.bootc", "1"),
+            ("ostree.bootable", "true"),
+            ("vendor", "Red Hat, Inc."),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        check_all(&rhcos).unwrap();
+        KnownLabels::check(&rhcos).unwrap();
+        let big = "x".repeat(MAX_LABEL_VALUE + 1);
+        let long_name = "n".repeat(MAX_LABEL_NAME + 1);
+        for (name, value, says) in [
+            (
+                "description",
+                "a\nb",
+                "label \"description\" has a control character in its value (\"a\\nb\")",
+            ),
+            (
+                "containers.bootc",
+                "1\x1b[2J",
+                "label \"containers.bootc\" has a control character in its value (\"1\\u{1b}[2J\")",
+            ),
+            (
+                "a\nb",
+                "v",
+                "label \"a\\nb\" has a control character in its name",
+            ),
+            (
+                "description",
+                big.as_str(),
+                "label \"description\" has a value of 4097 bytes, more than 4096 (\"xxxx",
+            ),
+            (
+                long_name.as_str(),
+                "v",
+                "has a name of 257 bytes, more than 256",
+            ),
+            ("", "v", "label \"\" has an empty name"),
+        ] {
+            let mut labels = rhcos.clone();
+            labels.insert(name.to_string(), value.to_string());
+            for e in [
+                check_all(&labels).unwrap_err(),
+                KnownLabels::check(&labels).unwrap_err(),
+            ] {
+                let text = e.to_string();
+                assert!(text.starts_with("image labels: "), "{text}");
+                assert!(text.contains(says), "{text}");
+                assert!(!text.chars().any(char::is_control), "{text}");
+                assert!(text.len() < 300, "{text}");
+            }
+        }
+        let many: BTreeMap<String, String> = (0..=MAX_LABELS)
+            .map(|i| (format!("l{i}"), String::new()))
+            .collect();
+        let e = check_all(&many).unwrap_err().to_string();
+        assert_eq!(e, "image labels: the image has 257 labels, more than 256");
     }
 
     #[test]

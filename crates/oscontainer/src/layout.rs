@@ -23,6 +23,14 @@ use crate::layer_stream::{decompressor, LayerCheck};
 /// The index annotation naming a tag.
 pub const TAG_ANNOTATION: &str = "org.opencontainers.image.ref.name";
 
+/// The largest manifest or image config read (RHCOS's config, its
+/// history and labels included, is well under 1 MiB; a descriptor's own
+/// size is the image's word, not a bound).
+pub(crate) const MAX_JSON_BLOB: u64 = 4 << 20;
+
+/// The largest `index.json` read: it grows by a few hundred bytes a tag.
+pub(crate) const MAX_INDEX: u64 = 16 << 20;
+
 /// An image resolved in a layout: its manifest and config, both verified.
 #[derive(Debug, Clone)]
 pub(crate) struct ResolvedImage {
@@ -77,8 +85,18 @@ impl Layout {
             return empty_index();
         }
         let f = File::open(&p).context_with(|| format!("opening {}", p.display()))?;
-        serde_json::from_reader(BufReader::new(f))
-            .context_with(|| format!("parsing {}", p.display()))
+        let mut data = Vec::new();
+        f.take(MAX_INDEX + 1)
+            .read_to_end(&mut data)
+            .context_with(|| format!("reading {}", p.display()))?;
+        if data.len() as u64 > MAX_INDEX {
+            return Err(Error::TooLarge {
+                what: p.display().to_string(),
+                size: std::fs::metadata(&p).map_or(data.len() as u64, |m| m.len()),
+                limit: MAX_INDEX,
+            });
+        }
+        serde_json::from_slice(&data).context_with(|| format!("parsing {}", p.display()))
     }
 
     /// The manifest descriptor tagged `tag`; without a tag, the only one.
@@ -250,12 +268,20 @@ impl Layout {
     }
 
     /// Reads a JSON blob, read once and hashed as read: what is parsed is
-    /// what was verified.
+    /// what was verified. One larger than [`MAX_JSON_BLOB`] is refused
+    /// before a byte of it is read.
     pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
         &self,
         desc: &Descriptor,
         what: &str,
     ) -> Result<T> {
+        if desc.size() > MAX_JSON_BLOB {
+            return Err(Error::TooLarge {
+                what: format!("{what} {}", desc.digest()),
+                size: desc.size(),
+                limit: MAX_JSON_BLOB,
+            });
+        }
         let f = self.open_blob(desc)?;
         let mut data = Vec::new();
         // The size was checked on the open file; a file that grows

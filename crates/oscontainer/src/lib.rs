@@ -89,5 +89,6 @@ pub use layout::{
 };
 pub use plain::{write_image, ImageOptions, PlainImage};
 pub use transport::{
-    pull, push, push_unless_present, remote_digest, ImageRef, Pushed, TransportOptions,
+    pull, pull_pinned, push, push_unless_present, remote_digest, same_image, ImageRef, Pushed,
+    TransportOptions,
 };

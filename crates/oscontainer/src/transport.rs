@@ -320,6 +320,47 @@ pub fn pull(src: &ImageRef, dir: &Path, tag: &str, opts: &TransportOptions) -> R
     Ok(dest)
 }
 
+/// [`pull`] of the image `src` was when its manifest digest was `digest`
+/// (the image a caller inspected and checked): a registry image is pulled
+/// by that digest, not by its tag, so a tag moved since brings nothing
+/// unchecked; and a copy whose digest is another (a layout retagged
+/// meanwhile) is refused, its tag removed. What is pulled is what was
+/// checked.
+pub fn pull_pinned(
+    src: &ImageRef,
+    digest: &str,
+    dir: &Path,
+    tag: &str,
+    opts: &TransportOptions,
+) -> Result<ImageRef> {
+    let pinned = match src {
+        ImageRef::Docker { reference } => ImageRef::Docker {
+            reference: format!("{}@{digest}", repository_of(reference)),
+        },
+        other => other.clone(),
+    };
+    let dest = pull(&pinned, dir, tag, opts)?;
+    let same = crate::layout::open_image(&dest)
+        .and_then(|(_, r)| same_image(src, digest, &r.manifest_digest));
+    if same.is_err() {
+        let _ = crate::layout::remove_tag(dir, tag);
+    }
+    same.map(|()| dest)
+}
+
+/// That the image found as `found` (a manifest digest) is the one checked
+/// as `checked`: an [`Error::ImageChanged`] naming `image` when not.
+pub fn same_image(image: &ImageRef, checked: &str, found: &str) -> Result<()> {
+    if checked == found {
+        return Ok(());
+    }
+    Err(Error::ImageChanged {
+        image: image.to_string(),
+        checked: checked.to_string(),
+        found: found.to_string(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

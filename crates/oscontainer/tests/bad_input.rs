@@ -326,3 +326,112 @@ fn a_blob_that_is_a_symlink_or_a_fifo_is_refused_unfollowed() {
     }
     strata_oscontainer::inspect_verified(&image, &t).unwrap();
 }
+
+/// derive inspected a base, then pulled it by its tag: a tag moved in
+/// between brought an image whose labels were never checked. The pull is
+/// pinned to the digest that was checked, and a copy that is another image
+/// is refused, its tag gone.
+#[test]
+fn a_base_retagged_between_its_check_and_its_pull_is_refused() {
+    let s = setup();
+    let src = ImageRef::oci(&s.oci, "base");
+    let t = strata_oscontainer::TransportOptions::default();
+    let checked = strata_oscontainer::inspect(&src, &t)
+        .unwrap()
+        .manifest_digest;
+    append_raw_layer(
+        &s.oci,
+        "base",
+        "base",
+        &raw_tar(&[Entry::File("etc/moved", b"x")]),
+        None,
+    );
+    let dest = s.fx.path("store");
+    let err = strata_oscontainer::pull_pinned(&src, &checked, &dest, "copy", &t).unwrap_err();
+    assert!(matches!(err, Error::ImageChanged { .. }), "{err}");
+    assert!(err.to_string().contains(&checked), "{err}");
+    assert!(strata_oscontainer::list_tags(&dest).unwrap().is_empty());
+
+    let now = strata_oscontainer::inspect(&src, &t)
+        .unwrap()
+        .manifest_digest;
+    let copy = strata_oscontainer::pull_pinned(&src, &now, &dest, "copy", &t).unwrap();
+    assert_eq!(strata_oscontainer::verify(&copy).unwrap(), now);
+}
+
+/// A manifest or config was read up to the size its descriptor claimed,
+/// and index.json whole: a few MiB is all any of them needs.
+#[test]
+fn an_oversized_manifest_config_or_index_is_refused_unread() {
+    let s = setup();
+    let image = ImageRef::oci(&s.oci, "base");
+    let t = strata_oscontainer::TransportOptions::default();
+
+    // A config of 5 MiB (one huge label), hashing right.
+    let (mut m, mut c) = manifest_and_config(&s.oci, "base");
+    let mut run = c.config().clone().unwrap_or_default();
+    let mut labels = run.labels().clone().unwrap_or_default();
+    labels.insert("padding".into(), "x".repeat(5 << 20));
+    run.set_labels(Some(labels));
+    c.set_config(Some(run));
+    retag(&s.oci, "big-config", &mut m, &c);
+    let err = strata_oscontainer::inspect(&ImageRef::oci(&s.oci, "big-config"), &t).unwrap_err();
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    assert!(err.to_string().starts_with("image config sha256:"), "{err}");
+
+    // A manifest whose descriptor claims 5 MiB.
+    let index_path = s.oci.join("index.json");
+    let saved = std::fs::read(&index_path).unwrap();
+    let mut index: serde_json::Value = serde_json::from_slice(&saved).unwrap();
+    for d in index["manifests"].as_array_mut().unwrap() {
+        d["size"] = serde_json::json!(5u64 << 20);
+    }
+    std::fs::write(&index_path, serde_json::to_vec(&index).unwrap()).unwrap();
+    let err = strata_oscontainer::inspect(&image, &t).unwrap_err();
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    assert!(err.to_string().starts_with("manifest sha256:"), "{err}");
+
+    // An index.json of 17 MiB.
+    let mut big = saved.clone();
+    big.extend(std::iter::repeat_n(b' ', 17 << 20));
+    std::fs::write(&index_path, big).unwrap();
+    let err = strata_oscontainer::inspect(&image, &t).unwrap_err();
+    assert!(matches!(err, Error::TooLarge { .. }), "{err}");
+    assert!(err.to_string().contains("index.json"), "{err}");
+
+    std::fs::write(&index_path, saved).unwrap();
+    strata_oscontainer::inspect_verified(&image, &t).unwrap();
+}
+
+/// A base's labels were republished by a derived image as found: a
+/// control character or a megabyte value went out in the new image.
+#[test]
+fn a_derived_image_never_republishes_an_unfit_base_label() {
+    let s = setup();
+    let (mut m, mut c) = manifest_and_config(&s.oci, "base");
+    let mut run = c.config().clone().unwrap_or_default();
+    let mut labels = run.labels().clone().unwrap_or_default();
+    labels.insert("description".into(), "RHCOS\n\x1b[2Jowned".into());
+    run.set_labels(Some(labels));
+    c.set_config(Some(run));
+    retag(&s.oci, "unfit", &mut m, &c);
+    let upper = s.fx.path("upper");
+    std::fs::create_dir_all(upper.join("etc")).unwrap();
+    std::fs::write(upper.join("etc/added"), "x").unwrap();
+    let err = strata_oscontainer::append_layers(
+        &s.oci,
+        "unfit",
+        "derived",
+        &[strata_oscontainer::DerivedLayer::new(&upper, "added")],
+        &Default::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::UnfitLabel(_)), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("\"description\""), "{text}");
+    assert!(!text.chars().any(char::is_control), "{text}");
+    assert!(!strata_oscontainer::list_tags(&s.oci)
+        .unwrap()
+        .iter()
+        .any(|t| t.tag == "derived"));
+}
