@@ -9,7 +9,10 @@
 //! This crate must not interpret any tool's output: callers do that.
 //!
 //! It also holds the byte formats more than one crate writes: newc cpio
-//! ([`cpio`]) and deterministic parallel gzip ([`gzip`]).
+//! ([`cpio`]) and deterministic parallel gzip ([`gzip`]); and the one
+//! opener of a file a user names ([`regular`]), the one escaper of
+//! untrusted text in errors ([`text`]) and the one mount table reader
+//! ([`mountinfo`]).
 
 pub mod cpio;
 pub mod direct;
@@ -17,11 +20,16 @@ pub mod fanotify;
 pub mod fds;
 pub mod gzip;
 pub mod in_root;
+pub mod mountinfo;
 pub mod progress;
+pub mod regular;
 pub mod sandbox;
+pub mod text;
 pub mod userns;
 pub mod worker;
 pub mod xattr;
+
+pub use mountinfo::{filesystem_in, filesystem_of};
 
 use std::ffi::OsStr;
 use std::io::Write;
@@ -258,70 +266,6 @@ impl Error {
     }
 }
 
-/// The mounted filesystem holding `path`, as `<mount point> (<type>)`
-/// from this process's `/proc/self/mountinfo` (the longest mount point
-/// above the path, links resolved), with what it has free; the path
-/// itself when that cannot be read.
-pub fn filesystem_of(path: &std::path::Path) -> String {
-    // The nearest part of the path that exists (what ran out of space may
-    // have removed its file).
-    let path = path
-        .ancestors()
-        .find_map(|p| std::fs::canonicalize(p).ok())
-        .unwrap_or_else(|| path.to_path_buf());
-    let mut best: Option<(std::path::PathBuf, String)> = None;
-    if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
-        for line in info.lines() {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let (Some(point), Some(dash)) = (fields.get(4), fields.iter().position(|f| *f == "-"))
-            else {
-                continue;
-            };
-            let point = std::path::PathBuf::from(unescape_mountinfo(point));
-            let fstype = fields.get(dash + 1).copied().unwrap_or("?").to_string();
-            let longer = best
-                .as_ref()
-                .is_none_or(|(b, _)| point.as_os_str().len() >= b.as_os_str().len());
-            if path.starts_with(&point) && longer {
-                best = Some((point, fstype));
-            }
-        }
-    }
-    let free = rustix::fs::statvfs(&path)
-        .ok()
-        .map(|s| s.f_bavail.saturating_mul(s.f_frsize));
-    let free = match free {
-        Some(b) if b >= 1 << 20 => format!(", {} MiB free now", b >> 20),
-        Some(b) => format!(", {} KiB free now", b >> 10),
-        None => String::new(),
-    };
-    match best {
-        Some((point, fstype)) => format!("{} ({fstype}{free})", point.display()),
-        None => path.display().to_string(),
-    }
-}
-
-/// A mountinfo field: spaces, tabs, newlines and backslashes are written
-/// as octal escapes (`\040`).
-fn unescape_mountinfo(field: &str) -> String {
-    let mut out = Vec::new();
-    let b = field.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(u8::is_ascii_digit) {
-            let n = b[i + 1..i + 4]
-                .iter()
-                .fold(0u32, |n, d| n * 8 + u32::from(d - b'0'));
-            out.push(u8::try_from(n).unwrap_or(b'?'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Runs `cmd` and returns its stdout as text.
 pub fn stdout(cmd: &mut Command) -> Result<String, Error> {
     Ok(String::from_utf8_lossy(&run(cmd)?.stdout).into_owned())
@@ -364,19 +308,15 @@ mod tests {
 
     /// A command that ran out of space (`dd` writing to /dev/full gets
     /// ENOSPC, as a tool writing to a full filesystem does) is recognised
-    /// from its stderr, and the filesystem of a path is named with its
-    /// mount point and type.
+    /// from its stderr.
     #[test]
-    fn out_of_space_is_recognised_and_its_filesystem_named() {
+    fn out_of_space_is_recognised_from_stderr() {
         let err = run(Command::new("dd").args(["if=/dev/zero", "of=/dev/full", "bs=1", "count=1"]))
             .unwrap_err();
         let line = err.no_space_line().expect("dd's ENOSPC");
         assert!(line.contains("/dev/full"), "{line}");
         let err = run(Command::new("sh").args(["-c", "exit 1"])).unwrap_err();
         assert_eq!(err.no_space_line(), None);
-        let fs = filesystem_of(std::path::Path::new("/proc/self"));
-        assert!(fs.starts_with("/proc (proc"), "{fs}");
-        assert_eq!(unescape_mountinfo("/mnt/a\\040b"), "/mnt/a b");
     }
 
     #[test]
