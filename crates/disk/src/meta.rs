@@ -1,7 +1,8 @@
 //! The files that carry the build's identity: the aleph file on the root
 //! filesystem, `/boot/coreos/platforms.json`, the BLS title, the build's
 //! meta.json `images` and the CoreOS stream metadata. Pure: values in,
-//! JSON values or strings out.
+//! JSON values or strings out (an entry of a record that this strata
+//! cannot project, a newer one's platform, is left out with a debug log).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -161,7 +162,9 @@ pub const ARCHIVE_IMAGE: &str = "ostree";
 /// compressed artifact's format is the platform's with the compressor's
 /// suffix (`qcow2.gz`), as RHCOS's streams name them. Live media are
 /// formats of metal: `iso` (its `disk`) and `pxe` (kernel, initramfs,
-/// rootfs), as CoreOS streams list them.
+/// rootfs), as CoreOS streams list them. A platform this strata does not
+/// know (a newer one's record) is left out; an artifact whose recorded
+/// path has no file name is an error.
 pub fn stream_json(
     id: &Identity,
     disks: &strata_workdir::record::Disks,
@@ -173,7 +176,19 @@ pub fn stream_json(
         if name == ARCHIVE_IMAGE {
             continue;
         }
-        let file = json!({"location": location(&a.path), "sha256": a.sha256});
+        // The record's word is a file of the build directory: only its
+        // name reaches the location (an older record may hold a path).
+        let file_name = Path::new(&a.path)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.chars().any(char::is_control))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the build's record of its {name:?} image names {:?}, which is not a file name",
+                    a.path.chars().take(128).collect::<String>()
+                )
+            })?;
+        let file = json!({"location": location(file_name), "sha256": a.sha256});
         if crate::live::IMAGES.contains(&name.as_str()) {
             let entry = artifacts
                 .entry("metal".to_string())
@@ -185,9 +200,13 @@ pub fn stream_json(
             }
             continue;
         }
-        let p = Platform::get(name).map_err(|_| {
-            anyhow::anyhow!("the build's record lists {name:?}, which is not a platform")
-        })?;
+        // A record written by a newer strata may list a platform this one
+        // does not know: it is left out of the stream, not a reason to
+        // stop every `strata disk` run of the build.
+        let Ok(p) = Platform::get(name) else {
+            tracing::debug!("stream.json leaves out {name:?}: not a platform this strata knows");
+            continue;
+        };
         let entry = artifacts
             .entry(p.stream_platform.to_string())
             .or_insert_with(|| json!({"release": id.version, "formats": {}}));
@@ -408,11 +427,78 @@ mod tests {
         assert_eq!(arts.as_object().unwrap().len(), 2, "{v}");
         let stream: coreos_stream_metadata::Stream = serde_json::from_value(v).unwrap();
         assert_eq!(stream.stream, "rhcos-4.13");
+    }
 
-        let mut odd = disks.clone();
-        odd.images.insert("floppy".into(), art("f", "f", false));
-        let e = stream_json(&id(None), &odd, "t", &|f| f.to_string()).unwrap_err();
-        assert!(format!("{e}").contains("\"floppy\""), "{e}");
+    /// A record written by a newer strata, listing a platform this one
+    /// does not know, stopped every `strata disk` run of the build: the
+    /// platform is left out of the stream, the rest listed.
+    #[test]
+    fn stream_leaves_out_a_platform_it_does_not_know() {
+        let mut disks = disks_of(&[("qemu", "r-qemu.x86_64.qcow2")]);
+        disks
+            .images
+            .insert("floppy".into(), art("r-floppy.x86_64.img"));
+        let v = stream_json(&id(Some("4.13")), &disks, "t", &|f| format!("u/{f}")).unwrap();
+        let arts = v["architectures"]["x86_64"]["artifacts"]
+            .as_object()
+            .unwrap();
+        assert_eq!(arts.keys().collect::<Vec<_>>(), ["qemu"], "{v}");
+        assert!(!v.to_string().contains("floppy"), "{v}");
+    }
+
+    /// A record's `path` went into the stream's location whole: one
+    /// holding a `/` (an older record's) published a path under the
+    /// artifact URL. Only the file name is used; a path without one is
+    /// refused naming the image.
+    #[test]
+    fn stream_locations_are_file_names_never_paths() {
+        let disks = disks_of(&[
+            ("qemu", "builds/4.13/r-qemu.x86_64.qcow2"),
+            ("metal", "../../etc/r-metal.x86_64.raw"),
+        ]);
+        let v = stream_json(&id(Some("4.13")), &disks, "t", &|f| {
+            format!("https://a/b/{f}")
+        })
+        .unwrap();
+        let arts = &v["architectures"]["x86_64"]["artifacts"];
+        assert_eq!(
+            arts["qemu"]["formats"]["qcow2"]["disk"]["location"],
+            "https://a/b/r-qemu.x86_64.qcow2"
+        );
+        assert_eq!(
+            arts["metal"]["formats"]["raw"]["disk"]["location"],
+            "https://a/b/r-metal.x86_64.raw"
+        );
+        for bad in ["..", "", "/", "x/\n"] {
+            let disks = disks_of(&[("qemu", bad)]);
+            let e = stream_json(&id(None), &disks, "t", &|f| f.to_string()).unwrap_err();
+            let text = format!("{e}");
+            assert!(text.contains("\"qemu\" image"), "{text}");
+            assert!(!text.contains('\n'), "{text}");
+        }
+    }
+
+    fn art(path: &str) -> strata_workdir::record::Artifact {
+        strata_workdir::record::Artifact {
+            path: path.into(),
+            sha256: "s".into(),
+            size: 1,
+            format: "x".into(),
+            uncompressed_sha256: None,
+            uncompressed_size: None,
+        }
+    }
+
+    fn disks_of(images: &[(&str, &str)]) -> strata_workdir::record::Disks {
+        strata_workdir::record::Disks {
+            ostree_commit: "cc".into(),
+            image_reference: "oci:/w/oci:ocp-4.13".into(),
+            images: images
+                .iter()
+                .map(|(n, p)| (n.to_string(), art(p)))
+                .collect(),
+            artifact_url: None,
+        }
     }
 
     #[test]

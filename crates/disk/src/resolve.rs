@@ -75,9 +75,16 @@ pub(crate) fn resolve(w: &Workdir, opts: &DiskOptions) -> Result<(Identity, Imag
             let mut iopts = strata_oscontainer::ImportOptions::default();
             iopts.transport = opts.transport.clone();
             iopts.reuse_base = true;
-            strata_oscontainer::import(&imgref, &repo_path, &iopts)
-                .with_context(|| format!("importing {imgref} into {}", repo_path.display()))?
-                .commit
+            let imported = strata_oscontainer::import(&imgref, &repo_path, &iopts)
+                .with_context(|| format!("importing {imgref} into {}", repo_path.display()))?;
+            // The commit deployed is the image whose labels were checked:
+            // a layout outside the workdir may be retagged meanwhile.
+            strata_oscontainer::same_image(
+                &imgref,
+                &info.manifest_digest,
+                &imported.manifest_digest,
+            )?;
+            imported.commit
         }
     };
     let stream = entry
