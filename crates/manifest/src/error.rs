@@ -13,6 +13,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use strata_process::text::{first_line, shown};
+
 /// A 1-based line and column (columns count characters, as serde_yaml does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Position {
@@ -78,44 +80,7 @@ impl fmt::Display for FileRole {
 /// it was (a script given where a unit name belongs): up to the first line
 /// break (then `…`), at most 1000 characters, control characters escaped.
 fn one_line(text: &str) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if c == '\n' || n == 1000 {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// An untrusted value as an error shows it: control characters escaped
-/// (a newline in a package name does not start a second line), at most 80
-/// characters, then `…`.
-pub fn shown(text: &str) -> String {
-    let mut out = escaped(&text.chars().take(80).collect::<String>());
-    if text.chars().nth(80).is_some() {
-        out.push('…');
-    }
-    out
-}
-
-/// `text` with its control characters escaped (`\n`, `\u{1b}`) and
-/// nothing cut: for paths the user gave, which are shown whole.
-pub fn escaped(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    first_line(text, 1000)
 }
 
 /// Everything that can go wrong reading, merging or validating a manifest.

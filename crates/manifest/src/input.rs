@@ -3,71 +3,39 @@
 //! only, never more than a limit, checked against the manifest limits
 //! before a parser sees it, and refused when a mapping repeats a key.
 //!
-//! A FIFO, a device or a directory is refused by name without being read
-//! (an `include: /dev/zero` would otherwise be read whole before any limit
-//! applied), and a file is read through `Read::take` of one byte more than
-//! the limit, so that a file that grows while it is read costs no more.
+//! A FIFO, a device or a directory is refused by name without being
+//! opened for real (an `include: /dev/zero` would otherwise be read whole
+//! before any limit applied, an `include: /dev/watchdog` would arm the
+//! watchdog), and a file is read through `Read::take` of one byte more
+//! than the limit, so that a file that grows while it is read costs no
+//! more: [`strata_process::regular`] does both.
 //!
 //! Must not: know a format's fields. Callers deserialize into their own
 //! types; this module only guarantees the text is bounded and unambiguous.
 
 use std::fs::File;
-use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::io;
 use std::path::Path;
 
 use serde::de::{self, DeserializeOwned, Deserializer, EnumAccess, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-use crate::error::{shown, Location, ManifestError, Position};
+use strata_process::regular::FinalSymlink;
+use strata_process::text::shown;
+
+use crate::error::{Location, ManifestError, Position};
 use crate::spanned::{check_limits, MAX_FILE_BYTES};
 
 /// The most strata reads of a YAML or JSON file it is given (1 MiB).
 pub const MAX_INPUT_BYTES: u64 = MAX_FILE_BYTES as u64;
 
-/// Opens `path` for reading if it is a regular file. A FIFO is opened
-/// without waiting for a writer, and refused like any other non-file.
-pub fn open_regular(path: &Path) -> io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    let kind = file.metadata()?.file_type();
-    let what = if kind.is_file() {
-        return Ok(file);
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else if kind.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    };
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("{what}, not a regular file"),
-    ))
-}
+pub use strata_process::regular::read_regular;
 
-/// The content of the regular file `path`, refused when it holds more
-/// than `limit` bytes (of which at most one more is read).
-pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    open_regular(path)?
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(io::Error::new(
-            io::ErrorKind::FileTooLarge,
-            format!("larger than {limit} bytes, the most strata reads of such a file"),
-        ));
-    }
-    Ok(bytes)
+/// Opens `path` (a final symlink followed) for reading if it is a regular
+/// file: [`strata_process::regular::open_regular`], which refuses a
+/// device, a FIFO or a directory without opening it for real.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    strata_process::regular::open_regular(path, FinalSymlink::Follow).map(|r| r.file)
 }
 
 /// A YAML or JSON file a user gave, as text: a regular file of at most
@@ -303,11 +271,26 @@ mod tests {
         // An escaped quote does not hide the nesting after it.
         let hidden = format!("[\"\\\"\",{}{}]", "[".repeat(100), "]".repeat(100));
         let err = parse_data::<serde_json::Value>(&hidden, Path::new("f")).unwrap_err();
-        assert!(err.to_string().contains("nested more than 64 deep"), "{err}");
+        assert!(
+            err.to_string().contains("nested more than 64 deep"),
+            "{err}"
+        );
         let many = "a,".repeat(30_000);
         let err =
             parse_data::<serde_json::Value>(&format!("[{many}]"), Path::new("f")).unwrap_err();
         assert!(err.to_string().contains("more than 20000 entries"), "{err}");
+    }
+
+    /// The YAML parser kept for disk's test went around the limits and
+    /// the duplicate-key rule: it is held to them like every reader.
+    #[test]
+    fn parse_yaml_is_held_to_the_limits_and_refuses_a_key_twice() {
+        let deep = format!("{}{}", "[".repeat(20_000), "]".repeat(20_000));
+        let err = crate::parse_yaml::<serde_json::Value>(&deep).unwrap_err();
+        assert!(err.contains("nested more than 64 deep"), "{err}");
+        let err = crate::parse_yaml::<Map>("a: 1\na: 2\n").unwrap_err();
+        assert!(err.contains("the key `a` is given twice"), "{err}");
+        assert!(crate::parse_yaml::<Map>("a: 1\n").is_ok());
     }
 
     #[test]

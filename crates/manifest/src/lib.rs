@@ -51,13 +51,15 @@ mod version;
 pub use base::{BaseManifest, RpmdbBackend};
 pub use content::{is_unit_name, AddFile, Initramfs};
 pub use document::{Loaded, EDITION, MAX_INCLUDE_DEPTH};
-pub use error::{escaped, shown, FileRole, Location, ManifestError, Position};
+pub use error::{FileRole, Location, ManifestError, Position};
 pub use input::{open_regular, parse_data, read_input, read_regular, MAX_INPUT_BYTES};
 pub use pipeline::{check_artifact_url, PipelineManifest, Stage, COMPRESSIONS};
 pub use policy::{Fingerprint, InputPolicy, KeyRef};
 pub use release::ReleaseManifest;
 pub use repo::Repo;
 pub use source::{FileSource, Filesystem, InputFile, InputKind, MemoryFiles};
+#[doc(hidden)]
 pub use spanned::parse_yaml;
+pub use strata_process::text::{escaped, shown};
 pub use vars::{Vars, BASEARCH};
 pub use version::{OcpRelease, UtcDateTime, VersionParts, VersionPrefix, VersionTemplate};

@@ -58,7 +58,7 @@ pub const MAX_ARTIFACT_URL: usize = 2048;
 /// no `.` or `..` segment (a location must stay under it), at most
 /// [`MAX_ARTIFACT_URL`] characters. Returns it without a trailing `/`.
 pub fn check_artifact_url(url: &str) -> Result<String, String> {
-    let shown = crate::error::shown(url);
+    let shown = strata_process::text::shown(url);
     if url.chars().count() > MAX_ARTIFACT_URL {
         return Err(format!(
             "`{shown}` has {} characters; an artifact URL may have at most {MAX_ARTIFACT_URL}",

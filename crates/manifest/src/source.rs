@@ -27,14 +27,7 @@ pub trait FileSource {
     /// bytes. A source that can read less than the whole file to know
     /// (the filesystem) should.
     fn read_limited(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-        let bytes = self.read(path)?;
-        if bytes.len() as u64 > limit {
-            return Err(io::Error::new(
-                io::ErrorKind::FileTooLarge,
-                format!("larger than {limit} bytes, the most strata reads of such a file"),
-            ));
-        }
-        Ok(bytes)
+        strata_process::regular::read_limited(io::Cursor::new(self.read(path)?), limit)
     }
 }
 
@@ -51,7 +44,7 @@ impl FileSource for Filesystem {
     }
 
     fn read_limited(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-        crate::input::read_regular(path, limit)
+        strata_process::regular::read_regular(path, limit)
     }
 }
 
@@ -332,6 +325,20 @@ mod tests {
         let off = byte_offset(text, p).unwrap();
         assert_eq!(&text[off..off + 4], "${x}");
         assert_eq!(position_of(text, off), p);
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_in_the_same_words_from_memory_and_disk() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("big.yaml");
+        std::fs::write(&path, [b'x'; 11]).unwrap();
+        let memory = MemoryFiles::new().with(&path, [b'x'; 11]);
+        let from_disk = Filesystem.read_limited(&path, 10).unwrap_err();
+        let from_memory = memory.read_limited(&path, 10).unwrap_err();
+        assert_eq!(from_disk.kind(), io::ErrorKind::FileTooLarge);
+        assert_eq!(from_memory.kind(), from_disk.kind());
+        assert_eq!(from_memory.to_string(), from_disk.to_string());
+        assert_eq!(memory.read_limited(&path, 11).unwrap().len(), 11);
     }
 
     #[test]

@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 
+use strata_process::text::{first_line, SHOWN_CHARS};
+
 use crate::error::ManifestError;
 
 /// Variable names reserved for dnf's substitutions in repo fields.
@@ -305,31 +307,26 @@ fn is_identifier(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// A piece of manifest text for an error: its first line, at most 40
-/// characters, control characters escaped, so that the error stays one
-/// line however the text runs on.
+/// A piece of manifest text for an error: its first line, cut as every
+/// untrusted value is ([`SHOWN_CHARS`]), so that the error stays one line
+/// however the text runs on.
 fn shown(text: &str) -> String {
-    let first = text.lines().next().unwrap_or_default();
-    let mut out: String = first
-        .chars()
-        .take(40)
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect();
-    if out.chars().count() < text.chars().count() {
-        out.push('…');
-    }
-    out
+    first_line(text, SHOWN_CHARS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Manifest text in an error is cut as every untrusted value is, by
+    /// the one escaper (not at a length of its own), and stays one line.
+    #[test]
+    fn long_or_multiline_text_is_cut_as_every_shown_value() {
+        let long = "x".repeat(100);
+        assert_eq!(shown(&long), strata_process::text::shown(&long));
+        assert_eq!(shown("a\nb"), "a…");
+        assert_eq!(shown("a\u{1b}[2J"), "a\\u{1b}[2J");
+    }
 
     fn scope() -> Scope {
         let mut s = Scope::from_caller(&Vars::new().with("fixture", "/tmp/x").unwrap());
