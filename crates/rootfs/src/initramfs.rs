@@ -170,12 +170,21 @@ impl Generator {
         else {
             return e.context(what);
         };
+        // A path of the tree is resolved inside it: the tree's symlinks
+        // (an absolute one too) do not lead to a host filesystem.
         let full = match path_named_in(line) {
             Some(p) => match layout.host_path(root, &p) {
-                Some(host) => strata_process::filesystem_of(&host),
-                None => format!("{p} (in the sandbox, not the tree)"),
+                Some(host) => match host.strip_prefix(root) {
+                    Ok(rel) => strata_process::filesystem_in(root, rel),
+                    // A file strata bound in itself (os-release).
+                    Err(_) => strata_process::filesystem_of(&host),
+                },
+                None => format!(
+                    "{} (in the sandbox, not the tree)",
+                    strata_process::text::shown(&p)
+                ),
             },
-            None => strata_process::filesystem_of(root),
+            None => strata_process::filesystem_in(root, Path::new("")),
         };
         tracing::debug!("{what}: {e:#}");
         anyhow::anyhow!("{what}: no space left on {full}")
@@ -634,6 +643,39 @@ mod tests {
         let other = strata_process::run(&mut std::process::Command::new("false")).unwrap_err();
         let e = dracut.failed(anyhow::Error::new(other), root.path(), &layout);
         assert!(format!("{e:#}").contains("`false` failed"), "{e:#}");
+    }
+
+    /// The path dracut names is the tree's: a tree whose /usr is an
+    /// absolute symlink (to /proc/self) named the host's /proc as full,
+    /// its path resolved on the host.
+    #[test]
+    fn out_of_space_in_a_tree_with_an_absolute_symlink_names_the_trees_filesystem() {
+        use std::os::unix::process::ExitStatusExt;
+        let root = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/proc/self", root.path().join("usr")).unwrap();
+        let dracut = Generator {
+            name: "dracut".into(),
+            args: vec![],
+        };
+        let failed = strata_process::Error::Failed {
+            command: "bwrap".into(),
+            status: std::process::ExitStatus::from_raw(256),
+            stderr: "dracut: cp: error writing '/usr/lib/modules/5.14.0/initramfs.img': \
+                     No space left on device"
+                .into(),
+        };
+        let e = dracut.failed(
+            anyhow::Error::new(failed),
+            root.path(),
+            &sandbox::Layout::default(),
+        );
+        let text = format!("{e:#}");
+        let tree = strata_process::filesystem_of(root.path());
+        assert_eq!(
+            text,
+            format!("generating the initramfs with dracut: no space left on {tree}")
+        );
+        assert!(!text.contains("/proc"), "{text}");
     }
 
     #[test]

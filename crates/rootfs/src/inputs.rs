@@ -128,8 +128,14 @@ fn key_content(url: &str) -> Result<String> {
     }
 }
 
+/// The digest of a key file (bounded as every key file is read).
 fn file_digest(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = crate::policy::read_key(path).with_context(|| {
+        format!(
+            "reading {}",
+            strata_process::text::escaped(&path.display().to_string())
+        )
+    })?;
     Ok(format!("sha256:{}", hex::encode(Sha256::digest(bytes))))
 }
 
@@ -188,5 +194,20 @@ mod tests {
         );
         assert!(v.contains(&hex::encode(Sha256::digest(b"key"))), "{v}");
         assert!(v.contains(r#""packages":["bash"]"#), "{v}");
+    }
+
+    /// A `.repo` file's `gpgkey=file:///dev/zero` was hashed with
+    /// fs::read: the device whole, until memory ran out.
+    #[test]
+    fn a_repo_key_that_is_a_device_is_refused_unread() {
+        let manifest = r#"{"repos":[{"id":"baseos","gpgkey":["file:///dev/zero"]}]}"#;
+        let err = without_locations(manifest, &[]).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "reading /dev/zero: a character device, not a regular file"
+        );
+        let manifest = r#"{"inputs":{"keys":[{"file":"/dev/zero"}]}}"#;
+        let err = without_locations(manifest, &[]).unwrap_err();
+        assert!(format!("{err:#}").ends_with("a character device, not a regular file"));
     }
 }

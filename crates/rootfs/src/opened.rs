@@ -168,17 +168,19 @@ fn mark(
     Ok(mounts)
 }
 
-/// The mount points of a mount table (`/proc/<pid>/mountinfo`'s fifth
-/// field, octal escapes undone), in its order.
+/// The mount points of a mount table (`/proc/<pid>/mountinfo`, read by
+/// [`strata_process::mountinfo`]), in its order, as text: a point that is
+/// not UTF-8 cannot be named to the watch and fails the run.
 fn mount_points(table: &str) -> Result<Vec<String>> {
-    table
-        .lines()
-        .map(|line| {
-            let field = line
-                .split(' ')
-                .nth(4)
-                .with_context(|| format!("a mount table line strata cannot read: {line}"))?;
-            unescape(field).with_context(|| format!("a mount point strata cannot place: {field}"))
+    strata_process::mountinfo::parse(table)?
+        .into_iter()
+        .map(|m| {
+            m.point.to_str().map(str::to_string).with_context(|| {
+                format!(
+                    "a mount point strata cannot place: {}",
+                    strata_process::text::shown(&m.point.to_string_lossy())
+                )
+            })
         })
         .collect()
 }

@@ -34,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use rayon::prelude::*;
+use strata_process::text::escaped;
 
 /// A public key the policy allows.
 #[derive(Debug, Clone)]
@@ -148,8 +149,12 @@ impl Policy {
             .map(|f| (f, false))
             .chain(policy_files.iter().map(|f| (f, true)))
         {
-            let armored = std::fs::read(file)
-                .with_context(|| format!("reading the key file {}", file.display()))?;
+            let armored = read_key(file).with_context(|| {
+                format!(
+                    "reading the key file {}",
+                    escaped(&file.display().to_string())
+                )
+            })?;
             for fp in fingerprints_of(&armored)
                 .with_context(|| format!("parsing the key file {}", file.display()))?
             {
@@ -416,5 +421,39 @@ pub fn key_path(url_or_path: &str) -> Result<PathBuf> {
         anyhow::bail!(
             "gpgkey {url_or_path}: only local keys (file:// or absolute paths) are supported; download the key next to the manifest"
         )
+    }
+}
+
+/// The most strata reads of a key file (an armored public key is a few
+/// KiB; a keyring of many, some hundred).
+pub(crate) const MAX_KEY_BYTES: u64 = 1 << 20;
+
+/// A key file a manifest or a `.repo` file names: a regular file of at
+/// most [`MAX_KEY_BYTES`] (`gpgkey=file:///dev/zero` is refused, not read
+/// until memory runs out).
+pub(crate) fn read_key(path: &Path) -> std::io::Result<Vec<u8>> {
+    strata_process::regular::read_regular(path, MAX_KEY_BYTES)
+}
+
+#[cfg(test)]
+mod key_file_tests {
+    use super::*;
+
+    /// `inputs.keys: [{file: /dev/zero}]` was read with fs::read: the
+    /// device whole, until memory ran out.
+    #[test]
+    fn a_policy_key_file_that_is_a_device_or_too_large_is_refused_unread() {
+        let err = Policy::load(vec![], &[], &[], &[PathBuf::from("/dev/zero")]).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "reading the key file /dev/zero: a character device, not a regular file"
+        );
+        let big = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(big.path(), vec![b'x'; MAX_KEY_BYTES as usize + 1]).unwrap();
+        let err = Policy::load(vec![], &[], &[big.path().to_path_buf()], &[]).unwrap_err();
+        assert!(
+            format!("{err:#}").contains("larger than 1048576 bytes"),
+            "{err:#}"
+        );
     }
 }
