@@ -52,10 +52,11 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
             "it already has derived layers on top of its ostree content (derive from the base it was derived from)",
         ));
     }
-    // The image builder's word: every label strata reads is checked
-    // before it names a checkout or a version, and before the derived
-    // image republishes the ones derive does not set (the osname nodes
-    // deploy under, the kernel version).
+    // The image builder's word: every label is checked before the
+    // derived image republishes it (none with control characters or
+    // oversized), and each that strata reads against its grammar before
+    // it names a checkout or a version (the osname nodes deploy under,
+    // the kernel version).
     let labels: std::collections::BTreeMap<String, String> =
         info.labels.clone().into_iter().collect();
     let known = KnownLabels::check(&labels).with_context(|| format!("base image {reference}"))?;
@@ -80,10 +81,14 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
             bail!("base image {reference}: name a tag of the workdir's store")
         }
         other => {
+            // Pinned to the digest checked above: a registry that moves
+            // the tag meanwhile cannot hand over an image whose labels
+            // and layers nobody checked.
             let tag = format!("base-{}", sanitize(reference));
-            strata_oscontainer::pull(other, &oci, &tag, transport).with_context(|| {
-                format!("copying base image {reference} into {}", oci.display())
-            })?;
+            strata_oscontainer::pull_pinned(other, &info.manifest_digest, &oci, &tag, transport)
+                .with_context(|| {
+                    format!("copying base image {reference} into {}", oci.display())
+                })?;
             tag
         }
     };

@@ -1065,6 +1065,56 @@ fn a_base_whose_osname_label_is_a_path_is_refused() {
     }
 }
 
+/// derive checked only the five labels strata reads and republished
+/// every other label of the base as found (`description`,
+/// `containers.bootc`, …), control characters and oversized values
+/// included: every inherited label is checked, and a refusal names it,
+/// escaped and cut, on one line.
+#[test]
+fn a_base_with_an_unfit_label_of_any_name_is_refused() {
+    let (bw, b) = base();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let oci = elsewhere.path().join("oci");
+    let big = "x".repeat(5000);
+    for (name, value, says) in [
+        ("description", "RHCOS\n\x1b[2J", "label \"description\" has a control character"),
+        ("containers.bootc", "1\r", "label \"containers.bootc\" has a control character"),
+        ("description", big.as_str(), "label \"description\" has a value of 5000 bytes"),
+    ] {
+        let mut eopts = strata_oscontainer::EncapsulateOptions::default();
+        eopts.labels.insert(name.into(), value.into());
+        strata_oscontainer::encapsulate(
+            &bw.path().join("repo"),
+            &b.ostree_commit,
+            &oci,
+            "unfit",
+            &eopts,
+        )
+        .unwrap();
+        let around = tempfile::tempdir().unwrap();
+        let fresh = around.path().join("work");
+        let e = format!(
+            "{:#}",
+            derive(
+                &DeriveOptions::new(
+                    &fresh,
+                    format!("oci:{}:unfit", oci.display()),
+                    vec![demo("ocp-4.13.yaml")],
+                    worker()
+                )
+                .vars(vars())
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains(says), "{e}");
+        assert!(!e.chars().any(char::is_control), "{e}");
+        assert!(e.len() < 400, "{e}");
+        assert!(strata_oscontainer::list_tags(&fresh.join("oci"))
+            .unwrap_or_default()
+            .is_empty());
+    }
+}
+
 /// openshift-kubelet as CI rebuilds it on every merge (`n`: which merge),
 /// with the files of [`rebuilt_kubelet`].
 fn ci_kubelet(dir: &Path, n: u32) -> PathBuf {
