@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use strata_process::text::cut;
 
 pub use record::{BuildMeta, PackageDiff};
 pub use remove::remove_tree;
@@ -80,20 +81,7 @@ fn holder_note() -> String {
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let command = args.join(" ");
-    let mut note = format!("pid {}: ", std::process::id());
-    for c in command.chars() {
-        if note.len() >= 200 {
-            note.push('…');
-            break;
-        }
-        if c.is_control() {
-            note.extend(c.escape_default());
-        } else {
-            note.push(c);
-        }
-    }
-    note
+    format!("pid {}: {}", std::process::id(), cut(&args.join(" "), 200))
 }
 
 /// Who holds the lock file `path`, as its holder wrote it (escaped, cut).
@@ -103,18 +91,7 @@ fn holder_of(path: &Path) -> String {
         use std::io::Read;
         let _ = f.take(256).read_to_end(&mut bytes);
     }
-    let text: String = String::from_utf8_lossy(&bytes)
-        .trim()
-        .chars()
-        .take(240)
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect();
+    let text = cut(String::from_utf8_lossy(&bytes).trim(), 240);
     if text.is_empty() {
         "another strata process".to_string()
     } else {
@@ -833,6 +810,20 @@ mod tests {
     /// ran in the gaps. The run holds it throughout: the stages' own locks
     /// nest on its thread, and another writer waits for the outermost
     /// lock, knowing whose it is.
+    /// What a lock file holds is whatever its writer (or anyone) put
+    /// there: shown escaped and cut by the one escaper, on one line.
+    #[test]
+    fn a_lock_holder_with_control_characters_or_a_long_note_is_shown_on_one_line() {
+        let t = tempfile::tempdir().unwrap();
+        let lock = t.path().join(".lock");
+        std::fs::write(&lock, "pid 1: strata\nerror: forged\x1b[2J\n").unwrap();
+        assert_eq!(holder_of(&lock), "pid 1: strata\\nerror: forged\\u{1b}[2J");
+        std::fs::write(&lock, "x".repeat(1000)).unwrap();
+        assert_eq!(holder_of(&lock), format!("{}…", "x".repeat(240)));
+        std::fs::write(&lock, "").unwrap();
+        assert_eq!(holder_of(&lock), "another strata process");
+    }
+
     #[test]
     fn a_lock_nests_on_its_thread_and_another_writer_waits_for_the_outermost() {
         let t = tempfile::tempdir().unwrap();
