@@ -16,9 +16,39 @@
 //! host, and a freeze of the filesystem (which libostree asks for) is
 //! refused there, as in [`crate::deploy`].
 //!
+//! The disk is untrusted, and libostree, running as root, follows its
+//! links: a `/boot/loader.1`, `/ostree/repo/tmp` or deployment `etc` that
+//! is a link to a host directory would have it write, delete or copy
+//! there. So libostree sees nothing but the disk. The worker makes its
+//! mounts private, mounts a small tmpfs, opens the root and boot
+//! filesystems on directories of that tmpfs (never through the disk's own
+//! trees, so swapped partition names cannot mount one through the other's
+//! links), binds the boot filesystem on the root one's `/boot` through a
+//! descriptor opened with no symlink followed, checks that every directory
+//! libostree writes is a real directory of the disk and that ostree's own
+//! links point where ostree puts them ([`check_layout`]), and binds the
+//! source repository read-only. Then a second process, in mount, pid,
+//! network and IPC namespaces of its own ([`in_root`]), mounts the procfs
+//! of its pid namespace, pivots into the tmpfs, lets the old root go, and
+//! runs libostree: absolute and `../` links resolve inside the disk's
+//! trees and the tmpfs. Its job and answer are files of that tmpfs. Of the
+//! host it has only single files bound in ([`host_files`]): a few devices
+//! and, read-only, the bwrap libostree runs semodule with, and its
+//! libraries. This is done twice, read-only to check (a refusal changes
+//! no byte of the disk), then to work.
+//!
+//! Only a regular file is a disk: a FIFO or a device is refused before it
+//! is opened for real. Every wait is bounded (fuse2fs opening a
+//! filesystem, and writing and ending after its unmount) but the libostree
+//! work's own; fuse2fs dies with the worker, and the worker with strata.
+//! A rollback's scratch directory beside the disk is locked while the run
+//! lives; one left by a killed run is removed by the next.
+//!
 //! What it must not do: write a disk that the guest could be running (the
-//! caller's business), or touch any partition other than boot and root.
+//! caller's business), touch any partition other than boot and root, or
+//! let the libostree process reach anything of the host by a path.
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -27,6 +57,10 @@ use anyhow::{bail, ensure, Context, Result};
 use ostree::gio;
 use ostree::glib;
 use serde::{Deserialize, Serialize};
+
+use strata_process::own_root;
+use strata_process::text::shown;
+use strata_process::worker::Outcome;
 
 use crate::userns::{IdMap, Job, Namespace};
 
@@ -42,8 +76,9 @@ pub struct NodeJob {
     /// Byte offsets of the root and boot filesystems in it.
     pub root_offset: u64,
     pub boot_offset: u64,
-    /// An empty directory: the root filesystem is opened here, the boot
-    /// filesystem on its `/boot`.
+    /// An empty directory: the worker mounts on it, in its own mount
+    /// namespace, the tmpfs that becomes the root of the process running
+    /// libostree.
     pub mountpoint: PathBuf,
     pub action: NodeAction,
 }
@@ -91,6 +126,7 @@ pub fn update(
     transport: &strata_oscontainer::TransportOptions,
     worker: Command,
 ) -> Result<NodeState> {
+    let disk = raw_disk(disk)?;
     let w = strata_workdir::Workdir::open(workdir)?;
     let _lock = w.lock()?;
     let opts =
@@ -102,28 +138,35 @@ pub fn update(
         commit: id.ostree_commit.clone(),
         origin_image: crate::resolve::origin_reference(&id.image),
     };
-    run(disk, action, &opts.worker, staging.path())
+    run(&disk, action, &opts.worker, staging.path())
         .with_context(|| format!("deploying {} into {}", id.image, disk.display()))
 }
 
 /// Makes the rollback deployment of the raw disk `disk` the default, as
 /// `rpm-ostree rollback` does.
 pub fn rollback(disk: &Path, worker: Command) -> Result<NodeState> {
-    let dir = disk.parent().unwrap_or(Path::new("."));
-    let scratch = tempfile::Builder::new()
-        .prefix(".strata-node-")
-        .tempdir_in(dir)
-        .with_context(|| format!("creating a scratch directory in {}", dir.display()))?;
-    run(disk, NodeAction::Rollback, &worker, scratch.path())
+    let disk = raw_disk(disk)?;
+    let scratch = Scratch::beside(&disk)?;
+    run(&disk, NodeAction::Rollback, &worker, scratch.path())
         .with_context(|| format!("rolling back {}", disk.display()))
 }
 
-fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Result<NodeState> {
-    strata_process::require("fuse2fs")?;
+/// The canonical path of `disk` once it is known to be a raw image file:
+/// a FIFO or a device is refused before anything waits on it (opening a
+/// FIFO for reading waits for a writer), a qcow2 image by name.
+fn raw_disk(disk: &Path) -> Result<PathBuf> {
     let disk = std::fs::canonicalize(disk).with_context(|| format!("{}", disk.display()))?;
+    let file =
+        strata_process::regular::open_regular(&disk, strata_process::regular::FinalSymlink::Refuse)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {e} (a node's disk is a raw image file)",
+                    disk.display()
+                )
+            })?
+            .file;
     let mut magic = [0u8; 4];
-    let read = std::fs::File::open(&disk)
-        .and_then(|f| std::os::unix::fs::FileExt::read_at(&f, &mut magic, 0))
+    let read = std::os::unix::fs::FileExt::read_at(&file, &mut magic, 0)
         .with_context(|| format!("reading {}", disk.display()))?;
     if read == 4 && magic == *b"QFI\xfb" {
         bail!(
@@ -132,25 +175,114 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
             disk.display()
         );
     }
-    let parts = partitions(&disk)?;
-    let offset = |label: &str| {
-        parts
-            .iter()
-            .find(|p| p.name == label)
-            .map(|p| p.offset)
-            .with_context(|| {
-                format!(
-                    "{} has no partition named {label:?} (not a CoreOS disk?)",
-                    disk.display()
-                )
-            })
+    Ok(disk)
+}
+
+/// The prefix of the scratch directories [`rollback`] makes beside the
+/// disk.
+const SCRATCH_PREFIX: &str = ".strata-node-";
+
+/// A scratch directory beside a disk (the worker's job files, its
+/// mountpoint), locked (`flock`) for as long as this run holds it: one
+/// left by a killed run is unlocked, and the next run beside the same
+/// disk removes it.
+struct Scratch {
+    dir: tempfile::TempDir,
+    _lock: std::fs::File,
+}
+
+impl Scratch {
+    fn beside(disk: &Path) -> Result<Scratch> {
+        let parent = disk.parent().unwrap_or(Path::new("."));
+        remove_stale_scratch(parent);
+        // A run removing stale ones could take this one between its
+        // creation and its lock: then it is gone, and made again.
+        for _ in 0..3 {
+            let dir = tempfile::Builder::new()
+                .prefix(SCRATCH_PREFIX)
+                .tempdir_in(parent)
+                .with_context(|| format!("creating a scratch directory in {}", parent.display()))?;
+            let lock = std::fs::File::open(dir.path())
+                .with_context(|| format!("opening {}", dir.path().display()))?;
+            rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+                .with_context(|| format!("locking {}", dir.path().display()))?;
+            if dir.path().is_dir() {
+                return Ok(Scratch { dir, _lock: lock });
+            }
+        }
+        bail!(
+            "could not keep a scratch directory in {}: another run removed it",
+            parent.display()
+        )
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// Removes the scratch directories killed runs left in `dir`: those no
+/// run holds locked. A symlink of that name is left alone.
+fn remove_stale_scratch(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
     };
-    let mountpoint = scratch.join("sysroot");
-    std::fs::create_dir_all(&mountpoint)?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_scratch = name.to_str().is_some_and(|n| n.starts_with(SCRATCH_PREFIX));
+        if !is_scratch || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(fd) = rustix::fs::open(
+            &path,
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        ) else {
+            continue;
+        };
+        if rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            tracing::debug!("removing {}, left by a run that was killed", path.display());
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                tracing::warn!("removing {}: {e}", path.display());
+            }
+        }
+    }
+}
+
+fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Result<NodeState> {
+    strata_process::require("fuse2fs")?;
+    let parts = partitions(disk)?;
+    let offset = |label: &str| {
+        let mut named = parts.iter().filter(|p| p.name == label);
+        match (named.next(), named.next()) {
+            (Some(p), None) => Ok(p.offset),
+            (None, _) => Err(anyhow::anyhow!(
+                "{} has no partition named {label:?} (not a CoreOS disk?)",
+                disk.display()
+            )),
+            (Some(_), Some(_)) => Err(anyhow::anyhow!(
+                "{} has more than one partition named {label:?}",
+                disk.display()
+            )),
+        }
+    };
+    let (root_offset, boot_offset) = (offset(ROOT_LABEL)?, offset(BOOT_LABEL)?);
+    ensure!(
+        root_offset != boot_offset,
+        "{}: the partitions named {ROOT_LABEL:?} and {BOOT_LABEL:?} start at the same byte",
+        disk.display()
+    );
+    let mountpoint = scratch.join("root");
+    std::fs::create_dir_all(&mountpoint)
+        .with_context(|| format!("creating {}", mountpoint.display()))?;
     let job = NodeJob {
-        root_offset: offset(ROOT_LABEL)?,
-        boot_offset: offset(BOOT_LABEL)?,
-        disk,
+        root_offset,
+        boot_offset,
+        disk: disk.to_path_buf(),
         mountpoint,
         action,
     };
@@ -192,68 +324,488 @@ pub fn partitions(disk: &Path) -> Result<Vec<Partition>> {
         .collect()
 }
 
+/// Where the root filesystem, the boot filesystem and (for an update) the
+/// source repository are mounted in the tmpfs that becomes libostree's
+/// root: directories strata makes, never a path of the disk.
+const SYSROOT: &str = "sysroot";
+const BOOT_FS: &str = "bootfs";
+const SOURCE: &str = "source";
+
+/// How big that tmpfs may grow: it holds the job and its answer, and
+/// anything libostree would write through a link of the disk that leads
+/// out of it (which the layout check refuses first).
+const ROOT_TMPFS_SIZE: u64 = 1 << 20;
+
+/// How long fuse2fs may take to write what it holds and end once its
+/// filesystem is unmounted.
+const FUSE2FS_END: Duration = Duration::from_secs(60);
+
+/// What the process in the disk's own root does: check what the action
+/// needs (on the filesystems opened read-only), or do it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    Check,
+    Work,
+}
+
+/// The job of the process that runs libostree, in the disk's own root:
+/// the action, its repository path as seen from there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InRootJob {
+    pub stage: Stage,
+    pub action: NodeAction,
+}
+
 /// The worker side of a [`NodeJob`].
 pub(crate) fn run_job(job: &NodeJob) -> Result<NodeState> {
     if crate::deploy::in_initial_user_namespace()? {
         bail!("refusing to deploy outside a user namespace (it could freeze a host filesystem)");
     }
+    raw_disk(&job.disk)?;
+    own_root::make_private().context("making this worker's mounts private")?;
     // Checked read-only first: a refusal leaves the disk's bytes as they
     // were (opening a filesystem for writing records a mount in it).
-    with_sysroot(job, true, |sysroot| check(sysroot, &job.action).map(|_| ()))?;
-    with_sysroot(job, false, |sysroot| node_work(sysroot, &job.action))
+    in_own_root(job, Stage::Check)?;
+    in_own_root(job, Stage::Work)
 }
 
-/// Runs `work` on the disk's sysroot, its filesystems opened by fuse2fs.
-fn with_sysroot<T>(
-    job: &NodeJob,
-    read_only: bool,
-    work: impl FnOnce(&ostree::Sysroot) -> Result<T>,
-) -> Result<T> {
-    let root = Fuse2fs::mount(&job.disk, job.root_offset, &job.mountpoint, read_only)?;
-    let boot_dir = job.mountpoint.join("boot");
-    let boot = match Fuse2fs::mount(&job.disk, job.boot_offset, &boot_dir, read_only) {
-        Ok(b) => b,
-        Err(e) => {
-            let _ = root.unmount();
-            return Err(e);
-        }
-    };
-    let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(&job.mountpoint)));
-    let result = check_layout(&job.mountpoint)
-        .and_then(|()| {
-            sysroot
-                .load(gio::Cancellable::NONE)
-                .context("loading the disk's sysroot")
-        })
-        .and_then(|()| work(&sysroot));
-    drop(sysroot);
-    // Unmounted in this order whatever happened: fuse2fs writes what it
-    // holds when its filesystem is unmounted.
-    let unmounted = boot.unmount().and(root.unmount());
+/// Builds the disk's own root on a tmpfs at the job's mountpoint, checks
+/// the disk's layout, and runs `stage` in a process that has nothing else.
+fn in_own_root(job: &NodeJob, stage: Stage) -> Result<NodeState> {
+    let top = &job.mountpoint;
+    own_root::mount_tmpfs(top, ROOT_TMPFS_SIZE)
+        .with_context(|| format!("mounting a tmpfs on {}", top.display()))?;
+    let result = with_filesystems(job, stage);
+    let off = own_root::detach(top).with_context(|| format!("unmounting {}", top.display()));
     let value = result?;
-    unmounted?;
+    off?;
     Ok(value)
 }
 
-/// The sysroot's own directories are directories of the disk, and
-/// `/boot/loader` is ostree's link to `loader.0` or `loader.1`: libostree
-/// writes through them, and a disk whose links lead out of it would have
-/// it write wherever they point.
-fn check_layout(sysroot: &Path) -> Result<()> {
-    for dir in ["ostree", "ostree/repo", "ostree/deploy"] {
-        let meta = std::fs::symlink_metadata(sysroot.join(dir));
-        ensure!(
-            meta.is_ok_and(|m| m.is_dir()),
-            "the disk's /{dir} is not a directory of the disk (not an ostree sysroot?)"
-        );
+fn with_filesystems(job: &NodeJob, stage: Stage) -> Result<NodeState> {
+    let top = &job.mountpoint;
+    for dir in [SYSROOT, BOOT_FS, SOURCE] {
+        let dir = top.join(dir);
+        std::fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let loader = std::fs::read_link(sysroot.join("boot/loader"))
-        .context("the disk's boot partition has no /loader link (not an ostree sysroot?)")?;
-    ensure!(
-        loader == Path::new("loader.0") || loader == Path::new("loader.1"),
-        "the disk's /boot/loader points at {}, not at loader.0 or loader.1",
-        loader.display()
+    host_files(top)?;
+    let read_only = stage == Stage::Check;
+    let root = Fuse2fs::mount(&job.disk, job.root_offset, &top.join(SYSROOT), read_only)?;
+    let boot = match Fuse2fs::mount(&job.disk, job.boot_offset, &top.join(BOOT_FS), read_only) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = Fuse2fs::end_all([root], &job.disk);
+            return Err(e);
+        }
+    };
+    let result = assemble(job).and_then(|action| in_root_process(top, stage, action));
+    // Taken off whatever happened (the root filesystem with the boot one
+    // bound on its /boot): fuse2fs writes what it holds when its
+    // filesystem ends.
+    let ended = Fuse2fs::end_all([root, boot], &job.disk);
+    let value = result?;
+    ended?;
+    Ok(value)
+}
+
+/// The devices libostree's children open (glib's spawn opens
+/// `/dev/null`; bwrap binds these into its sandbox).
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// The program libostree runs to rebuild a deployment's SELinux policy
+/// (`semodule` in the new deployment, in a sandbox of its own).
+const BWRAP: &str = "/usr/bin/bwrap";
+
+/// What of the host the process in the disk's own root has, each file on
+/// its own, none writable: mountpoints for its procfs and bwrap's base, the devices of
+/// [`DEVICES`], and [`BWRAP`] with its libraries, read-only (what libostree
+/// ran before the disk was isolated, the host's).
+fn host_files(top: &Path) -> Result<()> {
+    // bwrap mounts its own base on /tmp, and libostree has it bind these
+    // of /sys into its sandbox (semodule needs none of them: empty here).
+    for dir in [
+        "proc",
+        "tmp",
+        "sys/block",
+        "sys/bus",
+        "sys/class",
+        "sys/dev",
+        "sys/devices",
+    ] {
+        std::fs::create_dir_all(top.join(dir))
+            .with_context(|| format!("creating {}/{dir}", top.display()))?;
+    }
+    for name in DEVICES {
+        let device = Path::new("/dev").join(name);
+        if device.exists() {
+            own_root::bind_file(&device, &top.join("dev").join(name), false)
+                .with_context(|| format!("binding {}", device.display()))?;
+        }
+    }
+    if !Path::new(BWRAP).exists() {
+        return Ok(());
+    }
+    let mut files = vec![PathBuf::from(BWRAP)];
+    let ldd = strata_process::stdout(Command::new("ldd").arg(BWRAP))
+        .with_context(|| format!("listing the libraries of {BWRAP}"))?;
+    files.extend(
+        ldd.split_whitespace()
+            .filter(|w| w.starts_with('/'))
+            .map(PathBuf::from),
     );
+    for file in files {
+        let source = std::fs::canonicalize(&file).with_context(|| format!("{}", file.display()))?;
+        let target = top.join(file.strip_prefix("/").unwrap_or(&file));
+        own_root::bind_file(&source, &target, true)
+            .with_context(|| format!("binding {} read-only", file.display()))?;
+    }
+    Ok(())
+}
+
+/// Checks that the filesystems are the disk's root and boot ones and
+/// that every directory libostree writes is a directory of the disk,
+/// binds the boot filesystem on the root one's `/boot` (the directory
+/// itself, through its descriptor), and the source repository read-only
+/// into the tmpfs. The action as the process in that root sees it.
+fn assemble(job: &NodeJob) -> Result<NodeAction> {
+    let top = &job.mountpoint;
+    let open = |dir: &str| {
+        let path = top.join(dir);
+        std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))
+    };
+    let (root, boot) = (open(SYSROOT)?, open(BOOT_FS)?);
+    // The partition names say which is which; a disk whose names are
+    // swapped, or whose filesystems are not these, ends here.
+    Tree(&root).real_dir("ostree/deploy").map_err(|e| {
+        e.context(format!(
+            "the partition named {ROOT_LABEL:?} is not an ostree root filesystem"
+        ))
+    })?;
+    Tree(&boot).loader().map_err(|e| {
+        e.context(format!(
+            "the partition named {BOOT_LABEL:?} is not an ostree boot filesystem"
+        ))
+    })?;
+    let target = Tree(&root).real_dir("boot")?;
+    own_root::bind_onto(&top.join(BOOT_FS), &target)
+        .context("binding the boot filesystem on the root filesystem's /boot")?;
+    drop(target);
+    check_layout(&Tree(&root))?;
+    Ok(match &job.action {
+        NodeAction::Deploy {
+            repo,
+            commit,
+            origin_image,
+        } => {
+            own_root::bind_read_only(repo, &top.join(SOURCE))
+                .with_context(|| format!("binding {} read-only", repo.display()))?;
+            NodeAction::Deploy {
+                repo: Path::new("/").join(SOURCE),
+                commit: commit.clone(),
+                origin_image: origin_image.clone(),
+            }
+        }
+        NodeAction::Rollback => NodeAction::Rollback,
+    })
+}
+
+/// Runs `stage` in a process of its own mount namespace whose root is the
+/// tmpfs at `top` ([`in_root`]), with this worker's program; its answer.
+/// The job and the answer are files of that tmpfs, named relative to
+/// the process's directory, which is `top` before it pivots and `/` after.
+fn in_root_process(top: &Path, stage: Stage, action: NodeAction) -> Result<NodeState> {
+    let job = Job::NodeInRoot(InRootJob { stage, action });
+    std::fs::write(top.join("job.json"), serde_json::to_vec(&job)?)
+        .with_context(|| format!("writing {}/job.json", top.display()))?;
+    // This worker was started as PROGRAM ARGS… JOB OUTCOME (see
+    // `strata_process::worker`): the same program and arguments serve
+    // this job.
+    let args: Vec<_> = std::env::args_os().collect();
+    let leading = args
+        .get(1..args.len().saturating_sub(2))
+        .unwrap_or_default();
+    let exe = std::env::current_exe().context("finding this worker's program")?;
+    // Its own pid namespace, so that its procfs shows it alone, and no
+    // network; killed with this worker.
+    let status = Command::new("setpriv")
+        .args(["--pdeathsig", "KILL", "--", "unshare"])
+        .args([
+            "--mount",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--net",
+            "--ipc",
+        ])
+        .args(["--propagation", "private", "--"])
+        .arg(exe)
+        .args(leading)
+        .args(["job.json", "outcome.json"])
+        .current_dir(top)
+        .stdin(Stdio::null())
+        .status()
+        .context("starting the process in the disk's own root")?;
+    let outcome = std::fs::read(top.join("outcome.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Outcome<NodeState>>(&b).ok());
+    match outcome {
+        Some(Outcome::Ok { value }) if status.success() => Ok(value),
+        Some(Outcome::Err { message }) => bail!("{message}"),
+        _ => bail!("the process in the disk's own root ended ({status}) without an answer"),
+    }
+}
+
+/// The process in the disk's own root: pivots into the tmpfs it was
+/// started in (its current directory) and runs `job` there with libostree.
+pub(crate) fn in_root(job: &InRootJob) -> Result<NodeState> {
+    if crate::deploy::in_initial_user_namespace()? {
+        bail!("refusing to change a root outside a user namespace");
+    }
+    let here = rustix::fs::statfs(".").context("reading this directory's filesystem")?;
+    ensure!(
+        here.f_type == TMPFS_MAGIC,
+        "refusing to pivot into a directory that is not a tmpfs"
+    );
+    // GIO loads its modules from the host's library directory the first
+    // time its default VFS is asked for: while there still is one.
+    let _ = gio::Vfs::default();
+    own_root::mount_proc(Path::new("proc")).context("mounting a procfs")?;
+    own_root::enter_current_dir().context("entering the disk's own root")?;
+    let sysroot = ostree::Sysroot::new(Some(&gio::File::for_path(Path::new("/").join(SYSROOT))));
+    sysroot
+        .load(gio::Cancellable::NONE)
+        .context("loading the disk's sysroot")?;
+    match job.stage {
+        Stage::Check => {
+            check(&sysroot, &job.action)?;
+            state(&sysroot)
+        }
+        Stage::Work => node_work(&sysroot, &job.action),
+    }
+}
+
+/// `TMPFS_MAGIC` of statfs(2).
+const TMPFS_MAGIC: rustix::fs::FsWord = 0x0102_1994;
+
+/// The root filesystem, the boot filesystem bound on its `/boot`, seen
+/// through a descriptor: paths below it are resolved with no symlink
+/// followed and nothing above it reached.
+struct Tree<'a>(&'a std::fs::File);
+
+impl Tree<'_> {
+    /// The directory `rel`, which must be one.
+    fn real_dir(&self, rel: &str) -> Result<OwnedFd> {
+        match self.dir(rel)? {
+            Some(fd) => Ok(fd),
+            None => bail!("the disk has no /{rel} directory (not an ostree sysroot?)"),
+        }
+    }
+
+    /// The directory `rel` if there is anything there; an error if that is
+    /// not a directory of the disk.
+    fn dir(&self, rel: &str) -> Result<Option<OwnedFd>> {
+        use rustix::io::Errno;
+        match own_root::open_dir(self.0, rel) {
+            Ok(fd) => Ok(Some(fd)),
+            Err(e) => {
+                let why = match Errno::from_io_error(&e) {
+                    Some(Errno::NOENT) => return Ok(None),
+                    Some(Errno::LOOP) => "it, or a directory above it, is a symbolic link".into(),
+                    Some(Errno::NOTDIR) => "it is not a directory".into(),
+                    Some(Errno::XDEV) => "it leads out of the disk".into(),
+                    _ => e.to_string(),
+                };
+                bail!("the disk's /{rel} is not a directory of the disk ({why})")
+            }
+        }
+    }
+
+    /// The entries of the directory `rel` (none when it is absent): each
+    /// name and whether it is a directory, a symlink or something else.
+    fn entries(&self, rel: &str) -> Result<Vec<(String, Kind)>> {
+        if self.dir(rel)?.is_none() {
+            return Ok(Vec::new());
+        }
+        let fd = own_root::read_dir(self.0, rel)
+            .with_context(|| format!("reading the disk's /{rel}"))?;
+        let mut out = Vec::new();
+        let dir = rustix::fs::Dir::read_from(&fd)
+            .with_context(|| format!("reading the disk's /{rel}"))?;
+        for entry in dir {
+            let entry = entry.with_context(|| format!("reading the disk's /{rel}"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == "." || name == ".." {
+                continue;
+            }
+            let stat = rustix::fs::statat(
+                &fd,
+                entry.file_name(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .with_context(|| format!("reading the disk's /{rel}/{}", shown(&name)))?;
+            let kind = match rustix::fs::FileType::from_raw_mode(stat.st_mode) {
+                rustix::fs::FileType::Directory => Kind::Dir,
+                rustix::fs::FileType::Symlink => Kind::Link,
+                _ => Kind::Other,
+            };
+            out.push((name, kind));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// The target of the link `rel`.
+    fn link(&self, rel: &str) -> Result<String> {
+        let target = own_root::read_link(self.0, rel)
+            .map_err(|e| anyhow::anyhow!("the disk's /{rel} is not a symbolic link ({e})"))?;
+        Ok(target.to_string_lossy().into_owned())
+    }
+
+    /// `/loader` of the boot filesystem: ostree's link to `loader.0` or
+    /// `loader.1`.
+    fn loader(&self) -> Result<()> {
+        self.link_to("loader", |t| t == "loader.0" || t == "loader.1")
+    }
+
+    /// The link `rel`, whose target `ok` accepts.
+    fn link_to(&self, rel: &str, ok: impl Fn(&str) -> bool) -> Result<()> {
+        let target = self.link(rel)?;
+        ensure!(
+            ok(&target),
+            "the disk's /{rel} points at {}, not where ostree puts it",
+            shown(&target)
+        );
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Dir,
+    Link,
+    Other,
+}
+
+/// Every directory libostree writes in, and every link it follows, is
+/// what ostree makes it: a directory of the disk, a link to its sibling.
+/// A disk whose directories lead out of it would have libostree write
+/// wherever they point (the process it runs in has nothing of the host
+/// to reach any more, but it would still write outside the disk's own
+/// trees). Checked with the boot filesystem bound on `/boot`.
+fn check_layout(t: &Tree) -> Result<()> {
+    for dir in ["ostree", "ostree/repo", "ostree/deploy"] {
+        t.real_dir(dir)?;
+    }
+    for dir in [
+        "ostree/repo/tmp",
+        "ostree/repo/tmp/cache",
+        "ostree/repo/objects",
+        "ostree/repo/refs",
+        "ostree/repo/refs/heads",
+        "ostree/repo/refs/remotes",
+        "ostree/repo/refs/mirrors",
+        "ostree/repo/state",
+        "ostree/repo/extensions",
+        "boot/ostree",
+        "boot/loader.0",
+        "boot/loader.1",
+        "boot/loader.0/entries",
+        "boot/loader.1/entries",
+    ] {
+        t.dir(dir)?;
+    }
+    t.link_to("boot/loader", |l| l == "loader.0" || l == "loader.1")?;
+    // The kernels and initramfs images ostree copied: no link among them.
+    for (name, kind) in t.entries("boot/ostree")? {
+        let dir = format!("boot/ostree/{name}");
+        no_link_in(t, &dir, kind)?;
+    }
+    for (os, kind) in t.entries("ostree/deploy")? {
+        let stateroot = format!("ostree/deploy/{os}");
+        must_be_dir(&stateroot, kind)?;
+        for dir in ["deploy", "var", "backing"] {
+            t.dir(&format!("{stateroot}/{dir}"))?;
+        }
+        for (name, kind) in t.entries(&format!("{stateroot}/deploy"))? {
+            let path = format!("{stateroot}/deploy/{name}");
+            ensure!(
+                kind != Kind::Link,
+                "the disk's /{} is a symbolic link, not ostree's",
+                shown(&path)
+            );
+            if kind == Kind::Dir {
+                for dir in ["etc", "usr", "usr/etc"] {
+                    t.dir(&format!("{path}/{dir}"))?;
+                }
+            }
+        }
+    }
+    // /ostree/boot.N -> boot.N.M, each boot.N.M/OS/BOOTCSUM/SERIAL a link
+    // to its deployment.
+    for (name, kind) in t.entries("ostree")? {
+        let Some(version) = name.strip_prefix("boot.") else {
+            continue;
+        };
+        let path = format!("ostree/{name}");
+        if matches!(version, "0" | "1") {
+            t.link_to(&path, |l| {
+                l.strip_prefix(&format!("boot.{version}."))
+                    .is_some_and(|sub| matches!(sub, "0" | "1"))
+            })?;
+            continue;
+        }
+        must_be_dir(&path, kind)?;
+        for (os, kind) in t.entries(&path)? {
+            let os_dir = format!("{path}/{os}");
+            must_be_dir(&os_dir, kind)?;
+            for (csum, kind) in t.entries(&os_dir)? {
+                let csum_dir = format!("{os_dir}/{csum}");
+                must_be_dir(&csum_dir, kind)?;
+                let prefix = format!("../../../deploy/{os}/deploy/");
+                for (serial, _) in t.entries(&csum_dir)? {
+                    t.link_to(&format!("{csum_dir}/{serial}"), |l| {
+                        l.strip_prefix(&prefix)
+                            .is_some_and(|d| !d.contains('/') && d != ".." && d != ".")
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn must_be_dir(path: &str, kind: Kind) -> Result<()> {
+    ensure!(
+        kind == Kind::Dir,
+        "the disk's /{} is not a directory of the disk ({})",
+        shown(path),
+        if kind == Kind::Link {
+            "it is a symbolic link"
+        } else {
+            "it is not a directory"
+        }
+    );
+    Ok(())
+}
+
+/// `path` (of `kind`) is a directory holding no symlink, or a file.
+fn no_link_in(t: &Tree, path: &str, kind: Kind) -> Result<()> {
+    ensure!(
+        kind != Kind::Link,
+        "the disk's /{} is a symbolic link, not ostree's",
+        shown(path)
+    );
+    if kind == Kind::Dir {
+        for (name, kind) in t.entries(path)? {
+            ensure!(
+                kind != Kind::Link,
+                "the disk's /{}/{} is a symbolic link, not ostree's",
+                shown(path),
+                shown(&name)
+            );
+        }
+    }
     Ok(())
 }
 
@@ -358,7 +910,8 @@ fn state(sysroot: &ostree::Sysroot) -> Result<NodeState> {
     Ok(NodeState { deployments: out })
 }
 
-/// A filesystem of the disk, opened by a fuse2fs process of this namespace.
+/// A filesystem of the disk, opened by a fuse2fs process of this
+/// namespace (on a directory of the tmpfs, never of the disk).
 struct Fuse2fs {
     child: Child,
     mountpoint: PathBuf,
@@ -367,7 +920,10 @@ struct Fuse2fs {
 impl Fuse2fs {
     fn mount(disk: &Path, offset: u64, mountpoint: &Path, read_only: bool) -> Result<Fuse2fs> {
         let ro = if read_only { ",ro" } else { "" };
-        let mut child = Command::new("fuse2fs")
+        // Killed with this worker (the worker dies with strata): a fuse2fs
+        // left behind would keep the namespace, its mount and the disk.
+        let mut child = Command::new("setpriv")
+            .args(["--pdeathsig", "KILL", "--", "fuse2fs"])
             .arg(disk)
             .arg(mountpoint)
             .arg("-o")
@@ -390,7 +946,10 @@ impl Fuse2fs {
             if started.elapsed() > Duration::from_secs(30) {
                 let _ = child.kill();
                 let _ = child.wait();
-                bail!("fuse2fs did not mount {} within 30 s", mountpoint.display());
+                bail!(
+                    "fuse2fs did not open the filesystem at offset {offset} of {} within 30 s",
+                    disk.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -400,12 +959,46 @@ impl Fuse2fs {
         })
     }
 
-    fn unmount(mut self) -> Result<()> {
-        strata_process::run(Command::new("umount").arg(&self.mountpoint))
-            .with_context(|| format!("unmounting {}", self.mountpoint.display()))?;
-        let status = self.child.wait().context("waiting for fuse2fs")?;
-        ensure!(status.success(), "fuse2fs ended with {status}");
-        Ok(())
+    /// Takes the filesystems off (in the order given: a mount before the
+    /// one it is bound into), then waits for each fuse2fs to write what it
+    /// holds and end, at most [`FUSE2FS_END`]; one that does not is
+    /// killed.
+    fn end_all<const N: usize>(mounts: [Fuse2fs; N], disk: &Path) -> Result<()> {
+        let mut result = Ok(());
+        for m in &mounts {
+            if let Err(e) = own_root::detach(&m.mountpoint) {
+                result = result.and(Err(anyhow::anyhow!(
+                    "unmounting {}: {e}",
+                    m.mountpoint.display()
+                )));
+            }
+        }
+        let deadline = Instant::now() + FUSE2FS_END;
+        for mut m in mounts {
+            let status = loop {
+                match m.child.try_wait() {
+                    Ok(Some(status)) => break Ok(status),
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Ok(None) => {
+                        let _ = m.child.kill();
+                        let _ = m.child.wait();
+                        break Err(anyhow::anyhow!(
+                            "fuse2fs did not finish writing {} within {} s and was stopped",
+                            disk.display(),
+                            FUSE2FS_END.as_secs()
+                        ));
+                    }
+                    Err(e) => break Err(anyhow::anyhow!("waiting for fuse2fs: {e}")),
+                }
+            };
+            result = result.and(status.and_then(|s| {
+                ensure!(s.success(), "fuse2fs ended with {s} on {}", disk.display());
+                Ok(())
+            }));
+        }
+        result
     }
 }
 

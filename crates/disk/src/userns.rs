@@ -49,6 +49,9 @@ pub enum Job {
     Remove { path: PathBuf },
     /// Update or roll back a node's disk; answers [`NodeState`].
     Node(NodeJob),
+    /// A node job's libostree work, in the disk's own root (started by
+    /// the worker of a [`Job::Node`]); answers [`NodeState`].
+    NodeInRoot(crate::node::InRootJob),
     /// The live initramfs, by the image's dracut in its deployment.
     LiveInitramfs(crate::live::InitramfsJob),
     /// Clamp a tree's times, then write its squashfs.
@@ -72,7 +75,7 @@ impl Namespace<'_> {
     /// the image's): the other jobs run here, without a process to start.
     pub fn run<T: DeserializeOwned>(&self, job: &Job) -> Result<T> {
         if matches!(self.map, IdMap::Identity { .. })
-            && !matches!(job, Job::Deploy(_) | Job::Node(_))
+            && !matches!(job, Job::Deploy(_) | Job::Node(_) | Job::NodeInRoot(_))
         {
             return serde_json::from_value(run_job(job)?).context("reading the job's answer");
         }
@@ -126,6 +129,10 @@ fn run_job(job: &Job) -> Result<serde_json::Value> {
         }
         Job::Node(job) => {
             let state: NodeState = crate::node::run_job(job)?;
+            serde_json::to_value(state)?
+        }
+        Job::NodeInRoot(job) => {
+            let state: NodeState = crate::node::in_root(job)?;
             serde_json::to_value(state)?
         }
         Job::Ext4(fs) => {

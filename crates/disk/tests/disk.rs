@@ -413,6 +413,410 @@ fn node_refusals_name_the_problem_and_change_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A copy of the metal disk in a directory of its own under target/.
+fn disk_copy(name: &str) -> (PathBuf, PathBuf) {
+    let dir = target().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // As errors and processes name it.
+    let dir = dir.canonicalize().unwrap();
+    let disk = dir.join("metal.raw");
+    let copied = Command::new("cp")
+        .arg("--sparse=always")
+        .arg(&artifact("metal").path)
+        .arg(&disk)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    (dir, disk)
+}
+
+/// The byte offset of the partition named `name`.
+fn partition(disk: &Path, name: &str) -> u64 {
+    let parts = strata_disk::node::partitions(disk).unwrap();
+    parts.iter().find(|p| p.name == name).unwrap().offset
+}
+
+/// Runs `script` (debugfs commands, one a line) on the filesystem at
+/// `offset` of `disk`, for writing.
+fn debugfs(disk: &Path, offset: u64, script: &str) {
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), script).unwrap();
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(f.path())
+        .arg(format!("{}?offset={offset}", disk.display())));
+}
+
+/// The names in the directory `dir` of the filesystem at `offset`.
+fn debugfs_names(disk: &Path, offset: u64, dir: &str) -> Vec<String> {
+    let out = run(Command::new("debugfs")
+        .arg("-R")
+        .arg(format!("ls -p {dir}"))
+        .arg(format!("{}?offset={offset}", disk.display())));
+    out.lines()
+        .filter_map(|l| l.split('/').nth(5))
+        .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every path below `dir` with its bytes (a file's content, a link's
+/// target; nothing for a directory): what "unchanged" compares.
+fn tree_bytes(dir: &Path) -> std::collections::BTreeMap<PathBuf, Option<Vec<u8>>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let t = std::fs::symlink_metadata(&p).unwrap().file_type();
+            let bytes = if t.is_dir() {
+                todo.push(p.clone());
+                None
+            } else if t.is_symlink() {
+                Some(
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .as_os_str()
+                        .as_bytes()
+                        .to_vec(),
+                )
+            } else {
+                Some(std::fs::read(&p).unwrap())
+            };
+            out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), bytes);
+        }
+    }
+    out
+}
+
+/// Runs `f` on a thread of its own; its value, or a panic after `secs`:
+/// a hang fails the test instead of stopping the suite.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what} did not end within {secs} s"))
+}
+
+/// A disk whose directories are links out of it (absolute, or `../`
+/// enough to climb out) is refused, naming the disk and the link, before
+/// anything is written: the host directory the links name stays as it
+/// was, byte for byte. The same disk, its links taken away, updates and
+/// rolls back.
+#[test]
+fn node_refuses_a_disk_whose_directories_link_out_of_it() {
+    let (w, base, _) = workdir();
+    let (dir, disk) = disk_copy("node-links");
+    // Two deployments, so that a rollback has something to write.
+    let state = strata_disk::node::update(
+        w,
+        base,
+        &disk,
+        &strata_oscontainer::TransportOptions::default(),
+        worker(),
+    )
+    .unwrap();
+    assert_eq!(state.deployments.len(), 2, "{state:?}");
+    let (root, boot) = (partition(&disk, "root"), partition(&disk, "boot"));
+
+    let host = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(host.path().join("entries")).unwrap();
+    std::fs::write(host.path().join("secret"), b"the host's\n").unwrap();
+    std::fs::write(host.path().join("entries/a.conf"), b"title host\n").unwrap();
+    let before = tree_bytes(host.path());
+    let absolute = host.path().to_str().unwrap().to_string();
+    let relative = format!("{}{}", "../".repeat(12), &absolute[1..]);
+
+    let os = debugfs_names(&disk, root, "/ostree/deploy");
+    assert_eq!(os.len(), 1, "{os:?}");
+    let os = &os[0];
+    let deployment = debugfs_names(&disk, root, &format!("/ostree/deploy/{os}/deploy"))
+        .into_iter()
+        .find(|n| !n.ends_with(".origin"))
+        .unwrap();
+    let loader = run(Command::new("debugfs")
+        .arg("-R")
+        .arg("stat /loader")
+        .arg(format!("{}?offset={boot}", disk.display())));
+    let (current, other) = if loader.contains("\"loader.0\"") {
+        ("loader.0", "loader.1")
+    } else {
+        ("loader.1", "loader.0")
+    };
+
+    // (filesystem, directory, name, target, also refused by an update)
+    let cases = [
+        (root, "/ostree/repo".to_string(), "tmp", &absolute, false),
+        (
+            root,
+            format!("/ostree/deploy/{os}"),
+            "deploy",
+            &relative,
+            true,
+        ),
+        (
+            root,
+            format!("/ostree/deploy/{os}/deploy/{deployment}"),
+            "etc",
+            &absolute,
+            true,
+        ),
+        (boot, String::new(), current, &relative, false),
+        (boot, String::new(), other, &absolute, false),
+        (boot, String::new(), "ostree", &absolute, false),
+    ];
+    for (fs, parent, name, target, update_too) in cases {
+        let path = format!("{parent}/{name}");
+        let shown = if fs == boot {
+            format!("/boot{path}")
+        } else {
+            path.clone()
+        };
+        let exists = debugfs_names(&disk, fs, if parent.is_empty() { "/" } else { &parent })
+            .iter()
+            .any(|n| n == name);
+        let aside = format!("{path}.aside");
+        if exists {
+            debugfs(&disk, fs, &format!("ln {path} {aside}\nunlink {path}\n"));
+        }
+        debugfs(&disk, fs, &format!("symlink {path} {target}\n"));
+        let mut errors = vec![format!(
+            "{:#}",
+            strata_disk::node::rollback(&disk, worker()).unwrap_err()
+        )];
+        if update_too {
+            errors.push(format!(
+                "{:#}",
+                strata_disk::node::update(
+                    w,
+                    base,
+                    &disk,
+                    &strata_oscontainer::TransportOptions::default(),
+                    worker(),
+                )
+                .unwrap_err()
+            ));
+        }
+        for err in errors {
+            assert!(
+                err.contains(&format!("{shown} is not a directory of the disk"))
+                    && err.contains(disk.to_str().unwrap())
+                    && !err.contains('\n'),
+                "{shown}: {err}"
+            );
+        }
+        assert_eq!(tree_bytes(host.path()), before, "{shown}: the host changed");
+        debugfs(&disk, fs, &format!("unlink {path}\n"));
+        if exists {
+            debugfs(&disk, fs, &format!("ln {aside} {path}\nunlink {aside}\n"));
+        }
+    }
+
+    // A link ostree makes, pointing elsewhere than ostree puts it.
+    debugfs(&disk, boot, "unlink /loader\nsymlink /loader ../loader.0\n");
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(err.contains("/loader points at ../loader.0"), "{err}");
+    debugfs(
+        &disk,
+        boot,
+        &format!("unlink /loader\nsymlink /loader {current}\n"),
+    );
+
+    let rolled = strata_disk::node::rollback(&disk, worker()).unwrap();
+    let commits = |s: &strata_disk::node::NodeState| {
+        s.deployments
+            .iter()
+            .map(|d| d.commit.clone())
+            .collect::<Vec<_>>()
+    };
+    let mut swapped = commits(&state);
+    swapped.swap(0, 1);
+    assert_eq!(commits(&rolled), swapped);
+    assert_eq!(tree_bytes(host.path()), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A disk whose partition names are swapped (the boot filesystem named
+/// "root", the root one "boot"), or given twice, is refused by name, in
+/// bounded time, without opening one filesystem through the other's links.
+#[test]
+fn node_refuses_swapped_partition_names_without_hanging() {
+    let (dir, disk) = disk_copy("node-swapped");
+    let parts = strata_disk::node::partitions(&disk).unwrap();
+    let number = |name: &str| 1 + parts.iter().position(|p| p.name == name).unwrap();
+    let (root, boot) = (number("root"), number("boot"));
+    let label = |n: usize, name: &str| {
+        run(Command::new("sfdisk")
+            .arg("--part-label")
+            .arg(&disk)
+            .arg(n.to_string())
+            .arg(name));
+    };
+    label(root, "boot");
+    label(boot, "root");
+    let d = disk.clone();
+    let err = within(300, "a rollback of a disk with swapped names", move || {
+        format!(
+            "{:#}",
+            strata_disk::node::rollback(&d, worker()).unwrap_err()
+        )
+    });
+    assert!(
+        err.contains("the partition named \"root\" is not an ostree root filesystem")
+            && err.contains(disk.to_str().unwrap())
+            && !err.contains('\n'),
+        "{err}"
+    );
+    label(root, "root");
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(
+        err.contains("more than one partition named \"root\""),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A FIFO or a device given as the disk is refused by name at once: never
+/// opened for real (a FIFO without a writer would be waited on forever).
+#[test]
+fn node_refuses_a_fifo_or_a_device_as_the_disk_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("disk.raw");
+    run(Command::new("mkfifo").arg(&fifo));
+    for (disk, kind) in [
+        (fifo, "a FIFO"),
+        (PathBuf::from("/dev/null"), "a character device"),
+    ] {
+        let d = disk.clone();
+        let err = within(30, "a rollback of a FIFO or a device", move || {
+            format!(
+                "{:#}",
+                strata_disk::node::rollback(&d, worker()).unwrap_err()
+            )
+        });
+        assert!(
+            err.contains(disk.to_str().unwrap()) && err.contains(kind) && !err.contains('\n'),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "nothing made beside the FIFO"
+    );
+}
+
+/// The fuse2fs processes holding `disk` open.
+fn fuse2fs_of(disk: &Path) -> Vec<u32> {
+    let needle = disk.to_str().unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let c = String::from_utf8_lossy(&c);
+                c.contains("fuse2fs") && c.contains(needle)
+            })
+        })
+        .collect()
+}
+
+fn scratch_beside(disk: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(disk.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".strata-node-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// A rollback killed mid-way leaves no fuse2fs behind, and what it left
+/// beside the disk the next run removes; a live run's scratch it leaves.
+#[test]
+fn node_killed_rollback_leaves_nothing_the_next_run_keeps() {
+    let (dir, disk) = disk_copy("node-killed");
+    // Killed while its fuse2fs is stopped (so that it is surely mid-way).
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata-disk-worker"))
+            .arg("rollback")
+            .arg(&disk)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let pid = loop {
+            if let Some(pid) = fuse2fs_of(&disk).first() {
+                break Some(*pid);
+            }
+            if child.try_wait().unwrap().is_some() {
+                break None;
+            }
+            assert!(
+                started.elapsed().as_secs() < 120,
+                "the rollback never opened the disk"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        if let Some(pid) = pid {
+            let _ = Command::new("kill")
+                .arg("-STOP")
+                .arg(pid.to_string())
+                .status();
+        }
+        let mid_way = child.try_wait().unwrap().is_none();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        if mid_way {
+            break;
+        }
+        assert!(
+            attempts < 5,
+            "the rollback always ended before it was killed"
+        );
+        for left in scratch_beside(&disk) {
+            std::fs::remove_dir_all(left).unwrap();
+        }
+    }
+    assert_eq!(scratch_beside(&disk).len(), 1, "the killed run's scratch");
+    let killed = std::time::Instant::now();
+    while !fuse2fs_of(&disk).is_empty() {
+        assert!(
+            killed.elapsed().as_secs() < 10,
+            "fuse2fs outlived the rollback"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // A live run's scratch (locked) stays.
+    let live = dir.join(".strata-node-live");
+    std::fs::create_dir(&live).unwrap();
+    let lock = std::fs::File::open(&live).unwrap();
+    lock.lock().unwrap();
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(err.contains("no rollback deployment"), "{err}");
+    assert_eq!(scratch_beside(&disk), [live]);
+    drop(lock);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn qemu_image_boots_with_uefi() {
     boot(strata_testdistro::boot::Firmware::Uefi, "qemu");

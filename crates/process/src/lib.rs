@@ -21,6 +21,7 @@ pub mod fds;
 pub mod gzip;
 pub mod in_root;
 pub mod mountinfo;
+pub mod own_root;
 pub mod progress;
 pub mod regular;
 pub mod sandbox;
@@ -144,7 +145,9 @@ pub fn package_for(program: &str) -> Option<&'static str> {
 pub fn die_with_parent() {
     use rustix::process::{getppid, set_parent_process_death_signal, Signal};
     let _ = set_parent_process_death_signal(Some(Signal::KILL));
-    if getppid().is_none_or(|p| p.as_raw_nonzero().get() == 1) {
+    // No parent id: the parent is outside this process's pid namespace
+    // (this is its first process), and the signal still comes.
+    if getppid().is_some_and(|p| p.as_raw_nonzero().get() == 1) {
         std::process::exit(1);
     }
 }

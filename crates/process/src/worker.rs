@@ -110,10 +110,11 @@ impl JobError {
     }
 }
 
-/// What a worker writes back.
+/// What a worker writes back (read by [`run`]; public for a worker that
+/// starts a worker of its own by other means).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
-enum Outcome<T> {
+pub enum Outcome<T> {
     Ok { value: T },
     Err { message: String },
 }

@@ -7,6 +7,9 @@
 //!
 //! `strata-disk-worker install JOB OUTCOME` serves a compose's install job,
 //! for the tests that compose the base they make disks of.
+//!
+//! `strata-disk-worker rollback DISK` rolls a node's disk back, with itself
+//! as the worker: a process for the tests to kill mid-way.
 
 use std::process::{Command, ExitCode};
 
@@ -30,6 +33,14 @@ fn main() -> ExitCode {
         )
         .target_image(args.get(4).map(|t| t.to_string_lossy().into_owned()));
         return strata_process::worker::print_result(strata_disk::build(&opts));
+    }
+    if args.first().is_some_and(|a| a == "rollback") && args.len() == 2 {
+        let exe = std::env::current_exe().expect("own executable");
+        let disk = std::path::Path::new(&args[1]);
+        return strata_process::worker::print_result(strata_disk::node::rollback(
+            disk,
+            Command::new(exe),
+        ));
     }
     strata_disk::worker_main(args)
 }
