@@ -32,7 +32,7 @@ mod pkgcache;
 
 use strata_rootfs::{files, passwd, policy};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -64,8 +64,9 @@ pub struct ComposeOptions {
     /// Compose exactly the packages of this lockfile.
     pub lockfile: Option<PathBuf>,
     /// Overrides files (lockfiles whose entries win by name, in order):
-    /// with a lockfile, they replace or add locked packages; without one,
-    /// they pin the version of each package the manifest installs.
+    /// they pin the version of each package of the set (with a lockfile,
+    /// replacing its entry); an entry for a package the set does not hold
+    /// is an error.
     pub overrides: Vec<PathBuf>,
     /// Times in the output; default: the newest build time of the packages.
     pub source_date_epoch: Option<u64>,
@@ -139,13 +140,13 @@ pub struct ComposeResult {
 
 pub use strata_workdir::{BuildMeta, PackageDiff};
 
-/// The lockfile to compose, if any, with the overrides applied to it;
-/// and the overrides.
+/// The lockfile to compose, if any, with the overrides of the packages it
+/// lists applied to it; and the overrides.
 fn lockfiles(opts: &ComposeOptions) -> Result<(Option<Lockfile>, Overrides)> {
     let mut locked = opts.lockfile.as_deref().map(Lockfile::load).transpose()?;
     let overrides = Overrides::load(&opts.overrides)?;
     if let Some(l) = &mut locked {
-        l.overridden_by(&overrides.lock);
+        overrides.replace_in(l);
     }
     Ok((locked, overrides))
 }
@@ -163,7 +164,11 @@ pub fn compose(opts: &ComposeOptions) -> Result<ComposeResult> {
     let mut request = c.request(locked.as_ref());
     let packages = c.resolve(&mut request, locked.as_ref(), &overrides)?;
     if let Some(l) = &locked {
-        check_against_lockfile(l, &packages)?;
+        // Every override names a package of the set now (resolve refused
+        // the others): those the lockfile does not list are locked too.
+        let mut l = l.clone();
+        l.overridden_by(&overrides.lock);
+        check_against_lockfile(&l, &packages)?;
     }
     let pinned: BTreeMap<String, String> = overrides
         .lock
@@ -302,21 +307,33 @@ impl<'a> Compose<'a> {
             });
             Ok(packages)
         };
-        let mut resolved = probe(request)?;
-        // Without a lockfile, overrides pin the versions of packages the
-        // manifest installs (as rpm-ostree's lockfiles constrain a depsolve
-        // without adding to it): resolved again with each pinned.
-        if locked.is_none() && !overrides.lock.packages.is_empty() {
-            if let Ok((set, _)) = &resolved {
-                overrides.check_in(&set.iter().map(|p| p.name.as_str()).collect())?;
-                for (name, p) in &overrides.lock.packages {
-                    // In place of the manifest's own name for it, if any.
-                    request.packages.retain(|spec| spec != name);
-                    request.packages.push(Lockfile::spec(name, p));
-                }
-                resolved = probe(request)?;
-            }
-        }
+        // Overrides pin the versions of packages the set holds (as
+        // rpm-ostree's lockfiles constrain a depsolve without adding to
+        // it): resolved again with each pinned, until the set needs no new
+        // one. The lockfile's own entries are pinned already.
+        let pinned: BTreeSet<String> = match locked {
+            Some(l) => overrides
+                .lock
+                .packages
+                .keys()
+                .filter(|name| l.packages.contains_key(*name))
+                .cloned()
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        let mut specs = std::mem::take(&mut request.packages);
+        let mut pinning = request.clone();
+        let resolved = overrides.resolve_pinned(
+            &mut specs,
+            pinned,
+            |specs| {
+                pinning.packages = specs.to_vec();
+                probe(&pinning)
+            },
+            |(set, _)| set.iter().map(|p| p.name.clone()).collect(),
+        );
+        request.packages = specs;
+        let resolved = resolved?;
         match resolved {
             // The initramfs is made after everything is installed: a set that
             // cannot make it fails now, before the install.

@@ -209,8 +209,62 @@ impl Overrides {
         Ok(o)
     }
 
+    /// Replaces the entries of `lock` that an override names. An override
+    /// of a package the lockfile does not list is no entry of it: it pins
+    /// that package only if the resolution comes to need it
+    /// ([`Overrides::resolve_pinned`]).
+    pub fn replace_in(&self, lock: &mut Lockfile) {
+        for (name, p) in &self.lock.packages {
+            if let Some(entry) = lock.packages.get_mut(name) {
+                *entry = p.clone();
+            }
+        }
+    }
+
+    /// Resolves `specs` with the overrides pinned as the package set
+    /// needs them. An override constrains a package the set holds; it
+    /// never adds one: `resolve` runs on the specs, and every override
+    /// naming a package of the result that is not pinned yet (`pinned`:
+    /// those the specs pin already) replaces the spec of that name and
+    /// the specs are resolved again, until none is new. A fast-tracked
+    /// package whose pinned version needs a new package with an override
+    /// of its own is pinned that way. What the set never holds is refused
+    /// ([`Overrides::check_in`]). A failed resolution is returned as it
+    /// is (`Ok(Err)`), for the caller to explain.
+    pub fn resolve_pinned<T, E>(
+        &self,
+        specs: &mut Vec<String>,
+        mut pinned: BTreeSet<String>,
+        mut resolve: impl FnMut(&[String]) -> Result<Result<T, E>>,
+        names: impl Fn(&T) -> BTreeSet<String>,
+    ) -> Result<Result<T, E>> {
+        loop {
+            let resolved = resolve(specs)?;
+            let Ok(set) = &resolved else {
+                return Ok(resolved);
+            };
+            let set = names(set);
+            let new: Vec<(&String, &LockedPackage)> = self
+                .lock
+                .packages
+                .iter()
+                .filter(|(name, _)| set.contains(*name) && !pinned.contains(*name))
+                .collect();
+            if new.is_empty() {
+                self.check_in(&set.iter().map(String::as_str).collect())?;
+                return Ok(resolved);
+            }
+            for (name, p) in new {
+                // In place of the manifest's own name for it, if any.
+                specs.retain(|spec| spec != name);
+                specs.push(Lockfile::spec(name, p));
+                pinned.insert(name.clone());
+            }
+        }
+    }
+
     /// Refuses an entry that names a package outside `set` (the names of
-    /// the resolved package set): it would pin nothing.
+    /// the resolved package set, the pins applied): it would pin nothing.
     pub fn check_in(&self, set: &BTreeSet<&str>) -> Result<()> {
         for name in self.lock.packages.keys() {
             if !set.contains(name.as_str()) {
@@ -253,18 +307,21 @@ fn is_evr(evr: &str) -> bool {
         && vr.split_once('-').is_some_and(|(v, r)| part(v) && part(r))
 }
 
-/// The architectures a package of an RPM distribution is built for: what
-/// follows the last `.` of an evra must be one (`4.4.20-4.el8_6` has no
-/// arch, though `el8_6` is spelled like one).
-const ARCHES: &[&str] = &[
-    "noarch", "x86_64", "i686", "i586", "i486", "i386", "aarch64", "ppc64le", "ppc64", "s390x",
-    "s390", "armv7hl", "riscv64",
-];
+/// The architectures a package of an RPM distribution is built for (rpm's
+/// own table of canonical arches, `rpmrc`): what follows the last `.` of
+/// an evra must be one (`4.4.20-4.el8_6` has no arch, though `el8_6` is
+/// spelled like one).
+const ARCHES: &str = "noarch \
+    i386 i486 i586 i686 athlon geode pentium3 pentium4 \
+    x86_64 amd64 ia32e x86_64_v2 x86_64_v3 x86_64_v4 \
+    armv5tel armv5tejl armv6l armv6hl armv7l armv7hl armv7hnl armv8l armv8hl aarch64 \
+    ppc ppc64 ppc64le ppc64p7 s390 s390x \
+    riscv64 loongarch64 mips mipsel mips64 mips64el sparc sparcv9 sparc64 alpha ia64 sh4 m68k";
 
 /// `[epoch:]version-release.arch`, as rpm-ostree's lockfiles have it.
 fn is_evra(evra: &str) -> bool {
     evra.rsplit_once('.')
-        .is_some_and(|(evr, arch)| is_evr(evr) && ARCHES.contains(&arch))
+        .is_some_and(|(evr, arch)| is_evr(evr) && ARCHES.split_whitespace().any(|a| a == arch))
 }
 
 /// The source package's name from its file name (`bash-4.4.20-4.el8_6.src.rpm`
@@ -654,6 +711,116 @@ mod tests {
                 o.display()
             )
         );
+    }
+
+    /// x86_64_v2 (AlmaLinux's) and loongarch64 (openEuler's) packages
+    /// were refused as evras without an arch.
+    #[test]
+    fn every_arch_rpm_distributions_ship_is_an_arch() {
+        for arch in [
+            "x86_64_v2",
+            "x86_64_v3",
+            "x86_64_v4",
+            "loongarch64",
+            "i386",
+            "i686",
+            "armv7hl",
+            "aarch64",
+            "ppc64le",
+            "s390x",
+            "riscv64",
+            "noarch",
+        ] {
+            assert!(is_evra(&format!("1.0-1.el10.{arch}")), "{arch}");
+        }
+        for not in ["el8_6", "x86_64_v5", "*", ""] {
+            assert!(!is_evra(&format!("1.0-1.{not}")), "{not}");
+        }
+    }
+
+    /// A toy package set for [`Overrides::resolve_pinned`]: `a` 2.0 (the
+    /// fast-tracked version) requires `b`, which `a` 1.0 does not.
+    fn toy_resolve(specs: &[String]) -> Result<Result<BTreeSet<String>, String>> {
+        let mut set: BTreeSet<String> = specs
+            .iter()
+            .map(|s| s.split('-').next().unwrap_or_default().to_string())
+            .collect();
+        if specs.iter().any(|s| s == "a-2.0-1") {
+            set.insert("b".into());
+        }
+        Ok(Ok(set))
+    }
+
+    fn overrides(d: &Path, yaml: &str) -> Overrides {
+        let o = d.join("o.yaml");
+        std::fs::write(&o, yaml).unwrap();
+        Overrides::load(std::slice::from_ref(&o)).unwrap()
+    }
+
+    /// Fedora CoreOS fast-tracks a package together with the new package
+    /// its pinned version needs: the new one was refused as outside the
+    /// set, which was taken before the pins.
+    #[test]
+    fn an_override_for_a_new_dependency_of_a_pinned_version_is_pinned_not_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let o = overrides(
+            d.path(),
+            "packages:\n  a: {evr: 2.0-1}\n  b: {evr: 1.5-1}\n",
+        );
+        let mut specs = vec!["a".to_string(), "c".to_string()];
+        let set = o
+            .resolve_pinned(&mut specs, BTreeSet::new(), toy_resolve, Clone::clone)
+            .unwrap()
+            .unwrap();
+        assert_eq!(specs, ["c", "a-2.0-1", "b-1.5-1"]);
+        assert_eq!(set, ["a", "b", "c"].map(String::from).into());
+
+        // One the set never comes to hold is refused, after the pins.
+        let o = overrides(
+            d.path(),
+            "packages:\n  a: {evr: 2.0-1}\n  nosuch: {evr: 1-1}\n",
+        );
+        let mut specs = vec!["a".to_string()];
+        let e = o
+            .resolve_pinned(&mut specs, BTreeSet::new(), toy_resolve, Clone::clone)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("override nosuch: no package of that name is in the package set"),
+            "{e}"
+        );
+    }
+
+    /// With a lockfile, an override of a package the lockfile does not
+    /// list was added to it and installed whatever the set needed: it
+    /// replaces only what is listed, and pins the rest as the set needs.
+    #[test]
+    fn with_a_lockfile_an_override_replaces_only_what_it_lists() {
+        let d = tempfile::tempdir().unwrap();
+        let o = overrides(
+            d.path(),
+            "packages:\n  a: {evr: 2.0-1}\n  b: {evr: 1.5-1}\n",
+        );
+        let mut lock =
+            Lockfile::parse(r#"{"packages": {"a": {"evr": "1.0-1"}}}"#, Path::new("l")).unwrap();
+        o.replace_in(&mut lock);
+        assert_eq!(lock.specs(), ["a-2.0-1"]);
+        let mut specs = lock.specs();
+        let pinned = BTreeSet::from(["a".to_string()]);
+        o.resolve_pinned(&mut specs, pinned.clone(), toy_resolve, Clone::clone)
+            .unwrap()
+            .unwrap();
+        assert_eq!(specs, ["a-2.0-1", "b-1.5-1"]);
+        // No package of the lockfile's set needs b: refused, not added.
+        let mut lock =
+            Lockfile::parse(r#"{"packages": {"a": {"evr": "1.0-1"}}}"#, Path::new("l")).unwrap();
+        let o = overrides(d.path(), "packages:\n  b: {evr: 1.5-1}\n");
+        o.replace_in(&mut lock);
+        let mut specs = lock.specs();
+        let e = o
+            .resolve_pinned(&mut specs, BTreeSet::new(), toy_resolve, Clone::clone)
+            .unwrap_err();
+        assert!(e.to_string().contains("override b: no package"), "{e}");
     }
 
     #[test]

@@ -1161,6 +1161,41 @@ fn overrides_files_pin_packages_over_the_lockfile() {
     assert!(!e.contains('\n'), "one line: {e}");
 }
 
+/// With a lockfile, an override of a package the lockfile does not list
+/// was added to the lock and installed, whatever the set needed: an
+/// override pins a package of the set and adds none, in both modes, so
+/// openvswitch (in the repos, needed by nothing of the demo) is refused
+/// naming its file, before anything is installed.
+#[test]
+fn with_a_lockfile_an_override_for_a_package_outside_the_set_is_refused() {
+    let _serial = serial();
+    let (_, ga) = demo();
+    let f = fixture();
+    let d = tempfile::tempdir().unwrap();
+    let overrides = d.path().join("manifest-lock.overrides.yaml");
+    std::fs::write(
+        &overrides,
+        "packages:\n  openvswitch:\n    evra: 2.17.0-1.el8.x86_64\n",
+    )
+    .unwrap();
+    let w = tempfile::tempdir().unwrap();
+    let e = compose(
+        &ComposeOptions::new(demo_manifest(), w.path(), installer())
+            .vars(vars(&f))
+            .lockfile(Some(ga.lockfile.clone()))
+            .overrides(vec![overrides.clone()]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        format!("{e:#}"),
+        format!(
+            "{}: override openvswitch: no package of that name is in the package set (it would pin nothing); remove the entry or add the package to the manifest's packages",
+            overrides.display()
+        )
+    );
+    assert!(workdir_has_no_build(w.path()));
+}
+
 /// The z-stream composed in the GA build's workdir: a client holding the
 /// GA image downloads the commit layer, the content compose generated
 /// (rpmdb, os-release: "unpackaged"), the initramfs (it copies the
