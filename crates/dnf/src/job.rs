@@ -153,22 +153,9 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// The last `max` bytes of `s`, cut at a character boundary.
-pub(crate) fn tail(s: &str, max: usize) -> &str {
-    strata_process::worker::tail(s, max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tail_cuts_at_char_boundary() {
-        assert_eq!(tail("abc", 10), "abc");
-        assert_eq!(tail("abcdef", 3), "def");
-        assert_eq!(tail("aé", 1), "");
-        assert_eq!(tail("aéb", 2), "b");
-    }
 
     #[test]
     fn job_round_trips() {

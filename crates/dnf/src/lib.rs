@@ -50,9 +50,17 @@
 //! - `package` — [`Package`] and [`Checksum`], the owned results.
 //! - `transaction_output` — what a transaction prints, held for an error's
 //!   tail; failed scriptlets and full filesystems named.
+//! - `substitutes` — package files librpm reads in place of the downloaded
+//!   ones (payloads with the skipped files' content zeroed).
 //! - [`job`] — running an install in a child process.
 //! - `error` — [`Error`], one variant per kind of failure.
-//! - `ffi` — the only module with `unsafe`: RAII handles over libdnf.
+//! - `ffi` — the only module with `unsafe`: RAII handles over libdnf and
+//!   librpm, one file per object family (`glib`, `rpm`, `goal`,
+//!   `transaction`, `context`).
+//!
+//! Imports run one way: `ffi` uses only `error` and `package`;
+//! `transaction_output`, `options` and `substitutes` sit below `dnf`, and
+//! `job` above it.
 
 mod dnf;
 mod error;

@@ -86,7 +86,7 @@ impl OutputCapture {
             .filter(|l| !l.is_empty() && !l.contains(" scriptlet failed, "))
             .collect();
         let joined = lines[lines.len().saturating_sub(OUTPUT_LINES)..].join(" | ");
-        crate::job::tail(&joined, OUTPUT_CHARS)
+        strata_process::worker::tail(&joined, OUTPUT_CHARS)
             .chars()
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect()
@@ -115,6 +115,15 @@ pub(crate) fn explain_full(root: &Path, e: Error) -> Error {
 mod tests {
     use super::*;
     use strata_workdir::record::nevra_name;
+
+    #[test]
+    fn quoted_output_is_cut_at_a_character_boundary() {
+        use strata_process::worker::tail;
+        assert_eq!(tail("abc", 10), "abc");
+        assert_eq!(tail("abcdef", 3), "def");
+        assert_eq!(tail("aé", 1), "");
+        assert_eq!(tail("aéb", 2), "b");
+    }
 
     #[test]
     fn rpms_scriptlet_failure_message_is_read_into_its_parts() {
