@@ -18,9 +18,10 @@ use strata_testdistro::spec::{FileSpec, PkgSpec};
 use strata_testdistro::Fixture;
 use strata_workdir::record::nevra_name;
 
-use crate::measure::{self, Run};
-use crate::scale_manifest;
-use crate::table::{Goal, Line};
+use crate::bench::Bench;
+use crate::fixture::scale_manifest;
+use crate::measure::{self, Composed, Run};
+use crate::table::{first_line, Goal, Line};
 
 fn demo(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -105,7 +106,7 @@ pub fn bench(
             eprintln!("bench: the override rebuild against a full compose failed: {e:#}");
             Line::failed(
                 "kubelet override rebuild / full compose",
-                format!("failed: {}", crate::first_line(&format!("{e:#}"))),
+                format!("failed: {}", first_line(&format!("{e:#}"))),
                 Goal::AtMost(0.05),
             )
         }),
@@ -124,7 +125,7 @@ pub fn bench(
                 eprintln!("bench: the umoci baseline failed: {e:#}");
                 Line::failed(
                     "derive 4.13 vs umoci unpack + dnf + umoci repack",
-                    format!("failed: {}", crate::first_line(&format!("{e:#}"))),
+                    format!("failed: {}", first_line(&format!("{e:#}"))),
                     Goal::None,
                 )
             }
@@ -319,4 +320,14 @@ fn umoci_baseline(fixture: &Fixture, base: &Base, dir: &Path, packages: &[String
     crate::scratch::set_aside(&bundle)?;
     crate::scratch::set_aside(&layout)?;
     Ok(total)
+}
+
+impl Bench<'_> {
+    /// The derive lines on the first build's image (see [`bench`]).
+    pub fn derive(&mut self, target: &Path, v1: &Composed) -> Result<()> {
+        let base = Base::new(&self.workdir, &v1.image, &self.manifest)?;
+        let lines = bench(self.fixture, &base, target, self.dir, self.scale.rounds())?;
+        self.lines.extend(lines);
+        Ok(())
+    }
 }

@@ -12,9 +12,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::measure::{self, Run};
-
 use anyhow::{Context, Result};
+
+use crate::bench::Bench;
+use crate::measure::{self, Composed, Run};
+use crate::table::{mib, Goal, Line};
 
 const BASELINE: &str = r#"set -eu
 repo=$1 commit=$2 work=$3 disk=$4 size=$5
@@ -107,4 +109,34 @@ pub fn all_platforms(subject: &Subject) -> Result<Run> {
         subject.image
     );
     Ok(measure::disk(subject.workdir, subject.image, "qemu,metal,metal4k")?.0)
+}
+
+impl Bench<'_> {
+    /// The disk lines on the first build; returns the metal measurement.
+    pub fn disk(&mut self, v1: &Composed) -> Result<Metal> {
+        let subject = Subject {
+            workdir: &self.workdir,
+            image: &v1.image,
+            commit: &v1.ostree_commit,
+        };
+        let rounds = self.scale.rounds() as usize;
+        let metal = metal(&subject, rounds, &self.dir.join("disk-work"))?;
+        self.lines.push(Line::faster(
+            format!(
+                "disk metal ({:.0} MiB of files) vs deploy + sfdisk + mkfs, median of {rounds}",
+                mib(metal.content)
+            ),
+            &metal.strata,
+            &metal.baseline,
+            Goal::AtLeast(1.5),
+        ));
+        let all = all_platforms(&subject)?;
+        self.lines.push(Line::share(
+            "disk qemu + metal + metal4k vs metal alone",
+            &all,
+            &metal.strata,
+            Goal::AtMost(1.3),
+        ));
+        Ok(metal)
+    }
 }

@@ -203,3 +203,11 @@ pub fn derive(
         .with_context(|| format!("reading strata derive's result {out:?}"))?;
     Ok((run, derived))
 }
+
+/// An in-process step's wall-clock time (its lines say so, and carry no
+/// peak memory: the bench's own would count).
+pub fn timed<T>(f: impl FnOnce() -> Result<T>) -> Result<(Duration, T)> {
+    let start = Instant::now();
+    let v = f()?;
+    Ok((start.elapsed(), v))
+}

@@ -212,3 +212,18 @@ pub fn print(title: &str, lines: &[Line]) {
         line(&r.iter().map(String::as_str).collect::<Vec<_>>());
     }
 }
+
+/// A failure's first line, cut to 60 characters, for a FAILED line.
+pub fn first_line(s: &str) -> String {
+    s.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(60)
+        .collect()
+}
+
+/// Bytes as MiB, for a figure.
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / 1_048_576.0
+}
