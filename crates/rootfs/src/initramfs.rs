@@ -22,6 +22,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::initramfs_cache::{self, Cache};
+pub use crate::invocation::{image_path, Invocation};
 use crate::sandbox;
 
 /// Commit metadata key: the generator's name (`dracut`).
@@ -29,11 +30,6 @@ pub const GENERATOR_KEY: &str = "strata.initramfs-generator";
 /// Commit metadata key: the generator's arguments, as rpm-ostree records
 /// them (`as`).
 pub const ARGS_KEY: &str = "rpmostree.initramfs-args";
-
-/// Where a tree keeps the initramfs of kernel `kver`, relative to its root.
-pub fn image_path(kver: &str) -> String {
-    format!("usr/lib/modules/{kver}/initramfs.img")
-}
 
 /// How an initramfs is made: the base manifest's `initramfs` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,7 +88,7 @@ impl Generator {
             return Ok(Made::Generated(None));
         };
         let run = initramfs_cache::Run {
-            generator: self,
+            generator: &self.name,
             call,
             source_date_epoch,
             layout,
@@ -250,7 +246,7 @@ impl Generator {
         let has = |p: &str| {
             layout
                 .host_path(root, p)
-                .is_some_and(|h| initramfs_cache::open_input(root, &h).is_ok())
+                .is_some_and(|h| sandbox::open_input(root, &h).is_ok())
         };
         !configured
             && ["/usr/bin/pigz", "/usr/bin/gzip", "/bin/gzip"]
@@ -286,7 +282,7 @@ impl Generator {
 fn dracut_configuration(root: &Path, layout: &sandbox::Layout) -> Option<Vec<String>> {
     use std::io::Read;
     let read = |host: &Path| -> Option<Option<String>> {
-        let mut f = match initramfs_cache::open_input(root, host) {
+        let mut f = match sandbox::open_input(root, host) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(None),
             Err(_) => return None,
@@ -303,7 +299,7 @@ fn dracut_configuration(root: &Path, layout: &sandbox::Layout) -> Option<Vec<Str
         .collect();
     for dir in ["/etc/dracut.conf.d", "/usr/lib/dracut/dracut.conf.d"] {
         let host = layout.host_path(root, dir)?;
-        let d = match initramfs_cache::open_input(root, &host) {
+        let d = match sandbox::open_input(root, &host) {
             Ok(d) => d,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(_) => return None,
@@ -331,18 +327,6 @@ const NO_COMPRESS: &str = "--no-compress";
 /// half that on two), where `gzip -9` takes 11 s; level 6 would be 2 %
 /// larger.
 const GZIP_LEVEL: u8 = 9;
-
-/// How a run of the generator is called.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invocation {
-    /// The command line, run with the tree as `/`.
-    pub argv: Vec<String>,
-    /// The kernel it is made for.
-    pub kver: String,
-    /// The gzip level strata compresses the image at after the generator
-    /// ran, if it does.
-    pub gzip: Option<u8>,
-}
 
 /// How the initramfs came to be.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -45,8 +45,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::initramfs::{Generator, Invocation};
-use crate::sandbox::Layout;
+use crate::invocation::{image_path, Invocation};
+use crate::sandbox::{open_input, Layout};
 
 /// The version of the entries' meaning: part of every key. Bump it with
 /// any change to what an entry records or how a tree is compared to it.
@@ -65,8 +65,10 @@ pub struct Cache {
 /// One generator run, as far as it is not the tree.
 #[derive(Debug)]
 pub(crate) struct Run<'a> {
-    pub generator: &'a Generator,
-    /// How the generator is called ([`Generator::invocation`]).
+    /// The generator's name (`dracut`): its own files are inputs whose
+    /// times count.
+    pub generator: &'a str,
+    /// How the generator is called.
     pub call: &'a Invocation,
     pub source_date_epoch: u64,
     pub layout: &'a Layout,
@@ -102,14 +104,14 @@ impl Run<'_> {
 
     /// The image's path in the sandbox.
     fn output(&self) -> String {
-        format!("/{}", crate::initramfs::image_path(&self.call.kver))
+        format!("/{}", image_path(&self.call.kver))
     }
 
     /// Whether a file's mtime can reach the image though it is not in it:
     /// the generator's own files (dracut 059's `--reproducible` clamps
     /// every time in the image to its `dracut-functions.sh`'s).
     fn generators_own(&self, path: &str) -> bool {
-        let name = &self.generator.name;
+        let name = self.generator;
         path == format!("/usr/bin/{name}") || path.starts_with(&format!("/usr/lib/{name}/"))
     }
 }
@@ -520,17 +522,6 @@ fn fingerprint(root: &Path, host: &Path, timed: bool) -> Result<Option<(String, 
 
 fn fingerprint_timed(root: &Path, host: &Path) -> Result<Option<String>> {
     Ok(fingerprint(root, host, true)?.map(|(_, fp)| fp))
-}
-
-/// `host`, a path under `root`, opened read-only as a program with `root`
-/// as `/` would find it: links resolved inside the tree; a FIFO does not
-/// block.
-pub(crate) fn open_input(root: &Path, host: &Path) -> std::io::Result<fs::File> {
-    use strata_process::in_root::{OFlags, Root};
-    let Ok(rel) = host.strip_prefix(root) else {
-        return fs::File::open(host);
-    };
-    Root::open(root)?.open_file(rel, OFlags::RDONLY | OFlags::NONBLOCK)
 }
 
 /// The files the trace shows read or executed, as inputs: each file the

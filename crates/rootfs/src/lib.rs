@@ -18,6 +18,8 @@
 //!   changes call for a new one.
 //! - [`initramfs_cache`]: images made before, reused when what the
 //!   generator read is unchanged.
+//! - `invocation`: how one generator run is called (the command line both
+//!   of the above work from); `opened`: what a run in the tree opened.
 //! - [`inputs`]: what the input hashes of both stages cover.
 //! - [`files`]: a manifest's add-files, remove-files, units, os-release edits,
 //!   and the repo/policy plumbing between manifests and dnf.
@@ -27,6 +29,7 @@ pub mod files;
 pub mod initramfs;
 pub mod initramfs_cache;
 pub mod inputs;
+mod invocation;
 mod opened;
 pub mod passwd;
 pub mod policy;

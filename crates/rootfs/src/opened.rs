@@ -65,7 +65,7 @@ fn run_with(p: &Program, scratch: &Path, watch: bool) -> Result<Result<Opened>> 
     let shell = watch
         && p.layout
             .host_path(p.root, "/bin/sh")
-            .is_some_and(|sh| crate::initramfs_cache::open_input(p.root, &sh).is_ok());
+            .is_some_and(|sh| sandbox::open_input(p.root, &sh).is_ok());
     if shell {
         match MountWatch::new() {
             Ok(watch) => return run_watched(p, watch),

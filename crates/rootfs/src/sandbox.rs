@@ -5,6 +5,7 @@
 //! no network, so scripts see the OS they are building and nothing of the
 //! host. Nothing here decides what to run.
 
+use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -51,6 +52,17 @@ impl Layout {
         }
         Some(root.join(rel))
     }
+}
+
+/// `host`, a path under `root`, opened read-only as a program with `root`
+/// as `/` would find it: links resolved inside the tree; a FIFO does not
+/// block.
+pub(crate) fn open_input(root: &Path, host: &Path) -> std::io::Result<fs::File> {
+    use strata_process::in_root::{OFlags, Root};
+    let Ok(rel) = host.strip_prefix(root) else {
+        return fs::File::open(host);
+    };
+    Root::open(root)?.open_file(rel, OFlags::RDONLY | OFlags::NONBLOCK)
 }
 
 /// The sandbox of a program in the tree, with `env` in its environment.
