@@ -220,7 +220,7 @@ impl Build<'_> {
     fn postprocess(&self, version: &str, nodes: files::DeviceNodes) -> Result<Postprocessed> {
         let (root, manifest, sde) = (&self.c.root, self.c.manifest(), self.sde);
         let kernel = tree::find_kernel(root)?;
-        let generator = initramfs::Generator::from_manifest(&manifest.initramfs);
+        let generator = initramfs::Generator::from_manifest(&manifest.initramfs)?;
         let cache = initramfs_cache::Cache::new(&self.c.wd.initramfs_cache());
         let layout = sandbox::Layout::default();
         let call = generator.invocation(root, &layout, &kernel.kver);

@@ -239,7 +239,8 @@ mod tests {
                 timestamp: 1_792_022_400,
                 initramfs: &strata_rootfs::initramfs::Generator {
                     name: "dracut".into(),
-                    args: vec!["--reproducible".into()],
+                    args: strata_rootfs::initramfs::InitramfsArg::all("test", &["--reproducible"])
+                        .unwrap(),
                 },
                 known: &Known::new(),
             };

@@ -122,24 +122,17 @@ pub fn resolve(wd: &Workdir, reference: &str, transport: &TransportOptions) -> R
 }
 
 /// How the base's initramfs was made, from its commit's metadata (compose
-/// records it; a base built elsewhere may not have it).
+/// records it; a base built elsewhere may not have it, or name a generator
+/// strata does not run, or arguments strata refuses: then derive cannot
+/// make it again).
 fn initramfs_generator(commit: &ostree::glib::Variant) -> Option<Generator> {
-    let meta = ostree::glib::VariantDict::new(Some(&commit.child_value(0)));
-    let name = meta
-        .lookup::<String>(initramfs::GENERATOR_KEY)
-        .ok()
-        .flatten()?;
-    let args = meta
-        .lookup::<Vec<String>>(initramfs::ARGS_KEY)
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    // Untrusted input that becomes a command line (run in the tree's
-    // sandbox): only a generator a manifest could name, and arguments
-    // without control characters.
-    let sane = strata_manifest::Initramfs::is_known_generator(&name)
-        && args.iter().all(|a| !a.chars().any(char::is_control));
-    sane.then_some(Generator { name, args })
+    match initramfs::RecordedInitramfs::read(commit) {
+        Ok(recorded) => Generator::recorded(&recorded),
+        Err(e) => {
+            tracing::debug!("the base's initramfs generator: {e}");
+            None
+        }
+    }
 }
 
 /// A hard-linked checkout of `commit` under `W/cache/checkouts`, made once

@@ -369,7 +369,7 @@ struct LivePlan {
     /// The kernel version they boot.
     kver: String,
     /// The initramfs generator's arguments the base recorded.
-    initramfs_args: Vec<String>,
+    initramfs_args: Vec<strata_oscontainer::commit_meta::InitramfsArg>,
 }
 
 /// One build's inputs, each from a different step of [`build`], and where

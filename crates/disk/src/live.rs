@@ -31,6 +31,7 @@ use std::process::Command;
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use strata_oscontainer::commit_meta::{InitramfsArg, RecordedInitramfs};
 use strata_process::cpio;
 
 use crate::meta::{Artifact, Identity};
@@ -92,10 +93,6 @@ const MODULE_FILES: &[(&str, &str, u32)] = &[
     ),
 ];
 
-/// rpm-ostree's commit metadata key for the initramfs generator's
-/// arguments (compose records the manifest's there).
-const INITRAMFS_ARGS_KEY: &str = "rpmostree.initramfs-args";
-
 /// The Ignition embed area's size, as CoreOS's ISOs have it.
 pub const IGNITION_AREA: usize = 256 * 1024;
 /// Where the ISO's Ignition embed area is.
@@ -123,8 +120,9 @@ const ELTORITO_MODULES: &[&str] = &["iso9660", "biosdisk"];
 pub struct InitramfsJob {
     pub deployment: PathBuf,
     pub kver: String,
-    /// The generator arguments the base recorded.
-    pub args: Vec<String>,
+    /// The generator arguments the base recorded (checked again when the
+    /// worker reads the job).
+    pub args: Vec<InitramfsArg>,
     /// The initramfs to write (a directory the sandbox binds).
     pub out: PathBuf,
     pub epoch: i64,
@@ -189,7 +187,7 @@ fn run_dracut(job: &InitramfsJob, module_dir: &Path) -> Result<()> {
         .context("initramfs path")?
         .to_string_lossy();
     let mut argv = vec!["/usr/bin/dracut".to_string()];
-    argv.extend(job.args.iter().cloned());
+    argv.extend(job.args.iter().map(|a| a.as_str().to_string()));
     argv.extend(
         [
             "--no-hostonly",
@@ -259,7 +257,7 @@ pub(crate) struct Inputs<'a> {
     /// Where the artifacts go.
     pub out: &'a Path,
     pub kver: &'a str,
-    pub initramfs_args: Vec<String>,
+    pub initramfs_args: Vec<InitramfsArg>,
     /// Boot menu title.
     pub title: String,
     /// Console kernel arguments and GRUB's console commands.
@@ -269,21 +267,16 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// The generator arguments a base commit recorded (none when an image
-/// built elsewhere has none); untrusted: no control characters.
-pub(crate) fn recorded_initramfs_args(repo: &ostree::Repo, commit: &str) -> Result<Vec<String>> {
+/// built elsewhere has none), checked as they are read.
+pub(crate) fn recorded_initramfs_args(
+    repo: &ostree::Repo,
+    commit: &str,
+) -> Result<Vec<InitramfsArg>> {
     let (variant, _) = repo
         .load_commit(commit)
         .with_context(|| format!("loading commit {commit}"))?;
-    let meta = ostree::glib::VariantDict::new(Some(&variant.child_value(0)));
-    let args = meta
-        .lookup::<Vec<String>>(INITRAMFS_ARGS_KEY)
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    if let Some(bad) = args.iter().find(|a| a.chars().any(char::is_control)) {
-        bail!("commit {commit}: {INITRAMFS_ARGS_KEY} has a control character in {bad:?}");
-    }
-    Ok(args)
+    let recorded = RecordedInitramfs::read(&variant).with_context(|| format!("commit {commit}"))?;
+    Ok(recorded.args)
 }
 
 /// Builds the four artifacts (ISO, kernel, initramfs, root image) into

@@ -35,6 +35,8 @@
 //! - `layer_stream` (private): a layer's uncompressed stream, decompressed
 //!   ahead of its reader, diff ID checked, expansion bounded.
 //! - `commit` (private): an ostree commit as plain data.
+//! - [`commit_meta`]: the commit metadata keys strata reads back, and the
+//!   typed values read from them (the initramfs generator's arguments).
 //! - `tarball`, `compress` (private): deterministic tar (fields set through
 //!   `tar::Header`, name and checksum by hand) and gzip/zstd (zlib-rs,
 //!   not flate2, whose backend depends on the build); [`gzip_file`]
@@ -48,6 +50,7 @@ pub mod archive;
 mod artifact;
 pub mod chunking;
 mod commit;
+pub mod commit_meta;
 mod commit_tar;
 mod compress;
 pub mod derived;

@@ -25,33 +25,47 @@ use crate::initramfs_cache::{self, Cache};
 pub use crate::invocation::{image_path, Invocation};
 use crate::sandbox;
 
-/// Commit metadata key: the generator's name (`dracut`).
-pub const GENERATOR_KEY: &str = "strata.initramfs-generator";
 /// Commit metadata key: the generator's arguments, as rpm-ostree records
 /// them (`as`).
-pub const ARGS_KEY: &str = "rpmostree.initramfs-args";
+pub use strata_oscontainer::commit_meta::INITRAMFS_ARGS as ARGS_KEY;
+/// Commit metadata key: the generator's name (`dracut`).
+pub use strata_oscontainer::commit_meta::INITRAMFS_GENERATOR as GENERATOR_KEY;
+pub use strata_oscontainer::commit_meta::{InitramfsArg, RecordedInitramfs};
 
 /// How an initramfs is made: the base manifest's `initramfs` settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Generator {
     /// A program in `/usr/bin` of the tree (`dracut`).
     pub name: String,
-    pub args: Vec<String>,
+    /// Its arguments, checked where they were read (a manifest, a
+    /// commit's metadata).
+    pub args: Vec<InitramfsArg>,
 }
 
 impl Generator {
-    pub fn from_manifest(settings: &strata_manifest::Initramfs) -> Self {
-        Self {
+    /// The manifest's settings; its arguments checked.
+    pub fn from_manifest(settings: &strata_manifest::Initramfs) -> Result<Self> {
+        Ok(Self {
             name: settings.generator.clone(),
-            args: settings.args.clone(),
-        }
+            args: InitramfsArg::all("manifest initramfs.args", &settings.args)?,
+        })
+    }
+
+    /// The generator a base commit records, when it is one strata runs
+    /// (one a manifest could name).
+    pub fn recorded(recorded: &RecordedInitramfs) -> Option<Self> {
+        let name = recorded.generator.as_ref()?;
+        strata_manifest::Initramfs::is_known_generator(name).then(|| Self {
+            name: name.clone(),
+            args: recorded.args.clone(),
+        })
     }
 
     /// The command line, run with the tree as `/`:
     /// `/usr/bin/<name> <args...> --kver <kver> -f /usr/lib/modules/<kver>/initramfs.img`.
     pub fn argv(&self, kver: &str) -> Vec<String> {
         let mut argv = vec![format!("/usr/bin/{}", self.name)];
-        argv.extend(self.args.iter().cloned());
+        argv.extend(self.args.iter().map(|a| a.as_str().to_string()));
         argv.extend([
             "--kver".to_string(),
             kver.to_string(),
@@ -227,11 +241,11 @@ impl Generator {
             "--rebuild",
         ];
         if self.name != "dracut"
-            || self.args.iter().any(|a| {
+            || self.args.iter().map(InitramfsArg::as_str).any(|a| {
                 WORDS.iter().any(|w| a.contains(w))
                     || OPTIONS
                         .iter()
-                        .any(|o| a == o || a.starts_with(&format!("{o}=")))
+                        .any(|o| a == *o || a.starts_with(&format!("{o}=")))
             })
         {
             return false;
@@ -509,7 +523,7 @@ mod tests {
         let layout = sandbox::Layout::default();
         let dracut = |args: &[&str]| Generator {
             name: "dracut".into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
+            args: InitramfsArg::all("test", args).unwrap(),
         };
         let conf_d = root.join("usr/lib/dracut/dracut.conf.d");
         fs::create_dir_all(&conf_d).unwrap();
@@ -663,10 +677,42 @@ mod tests {
     }
 
     #[test]
+    fn a_recorded_generator_runs_only_when_strata_knows_it() {
+        let recorded = |name: &str| RecordedInitramfs {
+            generator: Some(name.into()),
+            args: InitramfsArg::all("test", &["--no-hostonly"]).unwrap(),
+        };
+        let g = Generator::recorded(&recorded("dracut")).unwrap();
+        assert_eq!(g.argv("k")[..2], ["/usr/bin/dracut", "--no-hostonly"]);
+        assert_eq!(Generator::recorded(&recorded("../../bin/sh")), None);
+        assert_eq!(Generator::recorded(&RecordedInitramfs::default()), None);
+    }
+
+    #[test]
+    fn manifest_initramfs_args_with_control_characters_are_refused() {
+        let settings = strata_manifest::Initramfs {
+            generator: "dracut".into(),
+            args: vec!["--add".into(), "ignition\n--kver".into()],
+        };
+        let e = Generator::from_manifest(&settings).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(text.starts_with("manifest initramfs.args "), "{text}");
+        assert!(!text.contains('\n'), "{text}");
+        let settings = strata_manifest::Initramfs {
+            args: vec!["--add".into(), "ignition".into()],
+            ..settings
+        };
+        assert_eq!(
+            Generator::from_manifest(&settings).unwrap().argv("k")[..3],
+            ["/usr/bin/dracut", "--add", "ignition"]
+        );
+    }
+
+    #[test]
     fn the_command_line_is_the_documented_one() {
         let g = Generator {
             name: "dracut".into(),
-            args: vec!["--no-hostonly".into(), "--reproducible".into()],
+            args: InitramfsArg::all("test", &["--no-hostonly", "--reproducible"]).unwrap(),
         };
         assert_eq!(
             g.argv("6.1.0-57-amd64"),
