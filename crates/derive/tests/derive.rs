@@ -974,14 +974,10 @@ fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() 
     let (bw, b) = base();
     let elsewhere = tempfile::tempdir().unwrap();
     let oci = elsewhere.path().join("oci");
-    for (name, value, says) in [
-        ("ostree.commit", "../../../escaped", None),
-        ("org.opencontainers.image.version", "8.6/../../../escaped", None),
-        (
-            "org.opencontainers.image.version",
-            "8.6.1\nx",
-            Some("label \"org.opencontainers.image.version\" has a control character in its value (\"8.6.1\\nx\")"),
-        ),
+    for (name, value) in [
+        ("ostree.commit", "../../../escaped"),
+        ("org.opencontainers.image.version", "8.6/../../../escaped"),
+        ("org.opencontainers.image.version", "8.6.1\nx"),
     ] {
         let mut eopts = strata_oscontainer::EncapsulateOptions::default();
         eopts.labels.insert(name.into(), value.into());
@@ -1008,8 +1004,7 @@ fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() 
             )
             .unwrap_err()
         );
-        let says = says.map_or_else(|| format!("image label {name}={value:?}"), str::to_string);
-        assert!(e.contains(&says), "{e}");
+        assert!(e.contains(&format!("image label {name}={value:?}")), "{e}");
         assert!(!e.contains('\n'), "{e}");
         let top: Vec<_> = std::fs::read_dir(around.path().join("a"))
             .unwrap()

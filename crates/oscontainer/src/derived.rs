@@ -221,10 +221,10 @@ fn append(
         None => base.config.created().clone(),
     };
     let mut labels = labels_of(&base);
-    labels.extend(opts.labels.clone());
-    // The image publishes every label it carries, the base's included:
-    // none leaves unchecked.
+    // The image republishes the base's labels: none leaves unchecked.
+    // (The caller's own, `opts.labels`, are the caller's word.)
     crate::labels::check_all(&labels.clone().into_iter().collect())?;
+    labels.extend(opts.labels.clone());
     // The commit import would build: the base commit (the label names it)
     // plus this one layer, when the base has no derived layers of its own.
     let streamed = match (committing, labels.get(LABEL_COMMIT)) {

@@ -56,7 +56,7 @@ pub fn label<T: LabelValue>(labels: &BTreeMap<String, String>, name: &str) -> Re
         .map(|v| {
             T::parse_value(v).ok_or_else(|| Error::BadLabel {
                 label: name.to_string(),
-                value: v.clone(),
+                value: cut(v),
                 rule: T::RULE,
             })
         })
@@ -96,18 +96,19 @@ impl KnownLabels {
     /// Every label of `labels` that strata reads, checked against its
     /// grammar: the first that breaks it is the error (naming the label
     /// and its escaped value).
-    /// Every other label is held to [`check_all`] first: a stage that
-    /// takes an image's labels passes them on (derive into its image,
-    /// the disk stage into its records).
+    /// Then every label, read or not, is held to [`check_all`]: a stage
+    /// that takes an image's labels passes them on (derive into its
+    /// image, the disk stage into its records).
     pub fn check(labels: &BTreeMap<String, String>) -> Result<Self> {
-        check_all(labels)?;
-        Ok(KnownLabels {
+        let known = KnownLabels {
             commit: label(labels, LABEL_COMMIT)?,
             version: label(labels, LABEL_VERSION)?,
             osname: label(labels, LABEL_OSNAME)?,
             openshift_version: label(labels, LABEL_OPENSHIFT_VERSION)?,
             linux: label(labels, LABEL_LINUX)?,
-        })
+        };
+        check_all(labels)?;
+        Ok(known)
     }
 }
 
@@ -165,6 +166,16 @@ pub fn check_all(labels: &BTreeMap<String, String>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `text` cut after [`SHOWN`] characters (`…` marking the cut), for a
+/// value an error shows with `{:?}`.
+fn cut(text: &str) -> String {
+    let mut out: String = text.chars().take(SHOWN).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
 }
 
 /// `text` quoted, control characters escaped, cut after [`SHOWN`]
@@ -465,6 +476,16 @@ mod tests {
         );
         assert!(!text.contains('\n'));
         assert_eq!(label::<OsName>(&labels, LABEL_OSNAME).unwrap(), None);
+
+        // A long value is cut: the error is one short line.
+        labels.insert(LABEL_OSNAME.to_string(), "a/".repeat(1 << 20));
+        let text = KnownLabels::check(&labels).unwrap_err().to_string();
+        assert!(
+            text.starts_with("image label com.coreos.osname=\"a/a/"),
+            "{text}"
+        );
+        assert!(text.contains("…\" is not "), "{text}");
+        assert!(text.len() < 200, "{text}");
     }
 
     /// Every label strata reads is checked by the one call both stages
@@ -494,7 +515,7 @@ mod tests {
             (LABEL_VERSION, "8.6/../x"),
             (LABEL_OSNAME, "../../../tmp/x"),
             (LABEL_OSNAME, "/etc"),
-            (LABEL_OPENSHIFT_VERSION, "4.13 x"),
+            (LABEL_OPENSHIFT_VERSION, "4.13\nx"),
             (LABEL_LINUX, "../vmlinuz"),
         ] {
             let mut labels = good.clone();
