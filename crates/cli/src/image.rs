@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use strata_oscontainer::labels::one_line;
+use strata_process::text::escaped as one_line;
 use strata_oscontainer::{ImageRef, TransportOptions};
 
 /// Where bare tags are looked up, and how registries are reached.

@@ -12,7 +12,6 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use strata_oscontainer::labels;
 
 use crate::{bootloader, fs, grub_pc, layout, meta, write, Identity, Platform, Stage, PLATFORMS};
 
@@ -188,7 +187,7 @@ fn pretty_name(deployment: &Path) -> String {
         if let Ok(bytes) = fs::read_in_root(deployment, rel) {
             for line in String::from_utf8_lossy(&bytes).lines() {
                 if let Some(v) = line.strip_prefix("NAME=") {
-                    return labels::one_line(v.trim_matches('"'));
+                    return strata_process::text::escaped(v.trim_matches('"'));
                 }
             }
         }

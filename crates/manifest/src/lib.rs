@@ -59,7 +59,6 @@ pub use release::ReleaseManifest;
 pub use repo::Repo;
 pub use source::{FileSource, Filesystem, InputFile, InputKind, MemoryFiles};
 #[doc(hidden)]
-pub use spanned::parse_yaml;
 pub use strata_process::text::{escaped, shown};
 pub use vars::{Vars, BASEARCH};
 pub use version::{OcpRelease, UtcDateTime, VersionParts, VersionPrefix, VersionTemplate};

@@ -207,15 +207,6 @@ pub(crate) fn from_yaml<T: DeserializeOwned>(
     serde_yaml::from_str(text)
 }
 
-/// Parses a YAML text that is no file of a user's into `T`, held to the
-/// same limits and duplicate-key rule as every other ([`crate::parse_data`]).
-/// Not for new callers: disk's test of its YAML output is the last one;
-/// it goes when that test calls `parse_data`.
-#[doc(hidden)]
-pub fn parse_yaml<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    crate::input::parse_data(text, std::path::Path::new("<text>")).map_err(|e| e.to_string())
-}
-
 /// Finds the position of the `ordinal`-th spanned value of `text`, which
 /// must be the same text, deserialized as the same type, as when it was
 /// recorded.

@@ -183,7 +183,7 @@ fn cut(text: &str) -> String {
 fn shown(text: &str) -> String {
     let mut cut: String = text.chars().take(SHOWN).collect();
     let more = cut.len() < text.len();
-    cut = format!("\"{}\"", one_line(&cut).replace('"', "\\\""));
+    cut = format!("\"{}\"", strata_process::text::escaped(&cut).replace('"', "\\\""));
     if more {
         cut.push('…');
     }
@@ -310,22 +310,6 @@ fn version_like(s: &str) -> bool {
         && s.as_bytes()[0].is_ascii_alphanumeric()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'~' | b'-'))
-}
-
-/// Text safe to put on one line of a file or a terminal: control
-/// characters (newlines, escapes) are shown escaped, as `{:?}` would,
-/// everything else is kept. For values that are only ever displayed, such
-/// as an os-release NAME in a boot menu title.
-pub fn one_line(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Image config times (`created`) as the OCI format writes them.
@@ -601,12 +585,4 @@ mod tests {
         assert_eq!(e, "image labels: the image has 257 labels, more than 256");
     }
 
-    #[test]
-    fn one_line_escapes_controls() {
-        assert_eq!(one_line("Red Hat\n\x1b[2J"), "Red Hat\\n\\u{1b}[2J");
-        assert_eq!(
-            one_line("Red Hat Enterprise Linux CoreOS"),
-            "Red Hat Enterprise Linux CoreOS"
-        );
-    }
 }

@@ -17,6 +17,8 @@ use oci_spec::image::{Descriptor, ImageConfiguration, ImageIndex, ImageManifest,
 use ocidir::cap_std;
 use sha2::{Digest as _, Sha256};
 
+use strata_process::regular::{open_regular, FinalSymlink, NotRegular, Regular};
+
 use crate::error::{Context, Error, Result};
 use crate::layer_stream::{decompressor, LayerCheck};
 
@@ -172,69 +174,52 @@ impl Layout {
     /// checked on the open file), so nothing outside the layout is read
     /// or reported on through a blob.
     pub(crate) fn open_blob(&self, desc: &Descriptor) -> Result<File> {
-        use std::os::unix::fs::OpenOptionsExt;
+        let blob = self.open_regular_blob(desc)?;
+        self.check_size(desc, blob.size)?;
+        Ok(blob.file)
+    }
+
+    /// The blob's own file (never what a symlink names), opened for reading
+    /// only when it is a regular file: anything else is refused by kind.
+    fn open_regular_blob(&self, desc: &Descriptor) -> Result<Regular> {
         let path = self.blob_path(desc)?;
-        let digest = desc.digest().to_string();
-        let f = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(
-                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
-            )
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::MissingBlob {
+        open_regular(&path, FinalSymlink::Refuse).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return Error::MissingBlob {
                     layout: self.path.clone(),
-                    digest,
-                })
+                    digest: desc.digest().to_string(),
+                };
             }
-            // ELOOP: the last component is a symlink.
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
-                return Err(self.not_regular(desc, "a symlink"))
+            if let Some(refused) = NotRegular::of(&e) {
+                return Error::NotARegularBlob {
+                    layout: self.path.clone(),
+                    digest: desc.digest().to_string(),
+                    kind: refused.kind,
+                };
             }
-            Err(e) => return Err(e).context_with(|| format!("opening {}", path.display())),
-        };
-        let meta = f
-            .metadata()
-            .context_with(|| format!("reading {}", path.display()))?;
-        self.check_file(desc, &meta)?;
-        Ok(f)
+            // ELOOP: the last component is a symlink (O_PATH|O_NOFOLLOW
+            // opens the link itself on Linux; kept for other kernels).
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                return Error::NotARegularBlob {
+                    layout: self.path.clone(),
+                    digest: desc.digest().to_string(),
+                    kind: "a symlink",
+                };
+            }
+            Error::Io {
+                context: format!("opening {}", path.display()),
+                source: e,
+            }
+        })
     }
 
-    /// The refusal of blob `desc`'s file, which is `kind`.
-    fn not_regular(&self, desc: &Descriptor, kind: &'static str) -> Error {
-        Error::NotARegularBlob {
-            layout: self.path.clone(),
-            digest: desc.digest().to_string(),
-            kind,
-        }
-    }
-
-    /// That `meta` (of the blob's file itself, never of what a symlink
-    /// names) is a regular file of the descriptor's size.
-    fn check_file(&self, desc: &Descriptor, meta: &std::fs::Metadata) -> Result<()> {
-        let t = meta.file_type();
-        if !t.is_file() {
-            use std::os::unix::fs::FileTypeExt;
-            let kind = if t.is_symlink() {
-                "a symlink"
-            } else if t.is_dir() {
-                "a directory"
-            } else if t.is_fifo() {
-                "a FIFO"
-            } else if t.is_socket() {
-                "a socket"
-            } else {
-                "a device"
-            };
-            return Err(self.not_regular(desc, kind));
-        }
-        if meta.len() != desc.size() {
+    /// That a blob's file has the descriptor's size.
+    fn check_size(&self, desc: &Descriptor, found: u64) -> Result<()> {
+        if found != desc.size() {
             return Err(Error::SizeMismatch {
                 digest: desc.digest().to_string(),
                 expected: desc.size(),
-                found: meta.len(),
+                found,
             });
         }
         Ok(())
@@ -253,18 +238,8 @@ impl Layout {
     /// Checks that a blob exists as a regular file with the descriptor's
     /// size, without reading it: the cheap half of [`Layout::verify_blob`].
     pub(crate) fn check_blob_size(&self, desc: &Descriptor) -> Result<()> {
-        let path = self.blob_path(desc)?;
-        let meta = match std::fs::symlink_metadata(&path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::MissingBlob {
-                    layout: self.path.clone(),
-                    digest: desc.digest().to_string(),
-                })
-            }
-            Err(e) => return Err(e).context_with(|| format!("reading {}", path.display())),
-        };
-        self.check_file(desc, &meta)
+        let blob = self.open_regular_blob(desc)?;
+        self.check_size(desc, blob.size)
     }
 
     /// Reads a JSON blob, read once and hashed as read: what is parsed is
