@@ -108,7 +108,7 @@ complete -c strata -n "__fish_strata_using_subcommand disk" -l platform -d 'Plat
 complete -c strata -n "__fish_strata_using_subcommand disk" -l target-image -d 'The reference nodes upgrade from (where the image is published), recorded in the deployment\'s origin and the aleph file instead of --image: with it, the same image gives the same disk bytes on any machine' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l size-mib -d 'Disk size in MiB instead of the content plus headroom' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l compress -d 'Store the disks gzip-compressed, as published images are (gzip), or as written, ready to boot (none)' -r
-complete -c strata -n "__fish_strata_using_subcommand disk" -l artifact-url -d 'Where the build directory will be published: stream.json locations become URL/STREAM/VERSION/x86_64/FILE' -r
+complete -c strata -n "__fish_strata_using_subcommand disk" -l artifact-url -d 'Where the build directory will be published: stream.json locations become URL/STREAM/VERSION/x86_64/FILE. At most 2048 characters, no user or password, no `.` or `..` segment' -r
 complete -c strata -n "__fish_strata_using_subcommand disk" -l tls-verify -d 'Require HTTPS and verify certificates for docker:// references (`--tls-verify=false` for a local registry)' -r -f -a "true\t''
 false\t''"
 complete -c strata -n "__fish_strata_using_subcommand disk" -l authfile -d 'A containers-auth.json with registry credentials' -r -F

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use strata_process::text::escaped as one_line;
 use strata_oscontainer::{ImageRef, TransportOptions};
+use strata_process::text::escaped as one_line;
 
 /// Where bare tags are looked up, and how registries are reached.
 #[derive(Debug, clap::Args, PartialEq, Eq)]

@@ -378,7 +378,8 @@ mod tests {
         assert!(format!("{e}").contains("releases \"1\" and \"2\""), "{e}");
 
         let cm = bootimages_configmap(&m, "4.13.0").unwrap();
-        let v: Value = strata_manifest::parse_data(&cm, std::path::Path::new("configmap.yaml")).unwrap();
+        let v: Value =
+            strata_manifest::parse_data(&cm, std::path::Path::new("configmap.yaml")).unwrap();
         assert_eq!(v["metadata"]["name"].as_str(), Some("coreos-bootimages"));
         assert_eq!(v["data"]["releaseVersion"].as_str(), Some("4.13.0"));
         let embedded: Value = serde_json::from_str(v["data"]["stream"].as_str().unwrap()).unwrap();

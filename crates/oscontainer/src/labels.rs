@@ -183,7 +183,10 @@ fn cut(text: &str) -> String {
 fn shown(text: &str) -> String {
     let mut cut: String = text.chars().take(SHOWN).collect();
     let more = cut.len() < text.len();
-    cut = format!("\"{}\"", strata_process::text::escaped(&cut).replace('"', "\\\""));
+    cut = format!(
+        "\"{}\"",
+        strata_process::text::escaped(&cut).replace('"', "\\\"")
+    );
     if more {
         cut.push('…');
     }
@@ -584,5 +587,4 @@ mod tests {
         let e = check_all(&many).unwrap_err().to_string();
         assert_eq!(e, "image labels: the image has 257 labels, more than 256");
     }
-
 }
