@@ -4,8 +4,8 @@
 //! on top of a base tree; both enforce the same input policy, split the
 //! same accounts, run scripts in the same sandbox and follow the same ostree
 //! conventions. That shared ground lives here so that the two stages never
-//! depend on each other (DESIGN.md: they hand off only through an image or a
-//! commit).
+//! depend on each other (ARCHITECTURE.md: they hand off only through an
+//! image or a commit).
 //!
 //! Modules:
 //! - [`bootupd`]: the EFI payload moved out of /boot with bootupd's
