@@ -44,7 +44,9 @@ These rules hold for every command; CI jobs rely on them.
   | 2 | usage error: unknown flag, missing argument, bad value (clap's message on stderr) |
 
 - **No prompts**: nothing reads stdin; a held workdir lock is waited for
-  (logged), never asked about.
+  (logged, naming the holder's pid and command line), never asked about.
+  `strata build` holds the lock for its whole run, so a `strata prune` or
+  another build started meanwhile waits until the run has ended.
 "#;
 
 /// The whole of docs/cli.md.
