@@ -21,7 +21,7 @@ pub mod record;
 mod remove;
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
@@ -142,6 +142,29 @@ pub enum EntryKind {
 struct HistoryFile {
     /// Oldest first.
     builds: Vec<BuildEntry>,
+    /// The builds and runs pruned from `builds`: their versions are never
+    /// given again (see [`Workdir::versions_used`]). Absent from a history
+    /// nothing was pruned from, and from one an older strata wrote.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    retired: BTreeSet<Retired>,
+}
+
+/// A build or run that was in the history once.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+struct Retired {
+    kind: EntryKind,
+    stream: String,
+    version: String,
+}
+
+impl Retired {
+    fn of(e: &BuildEntry) -> Self {
+        Retired {
+            kind: e.kind,
+            stream: e.stream.clone(),
+            version: e.version.clone(),
+        }
+    }
 }
 
 /// The history's file, relative to the workdir.
@@ -418,6 +441,10 @@ impl Workdir {
         history_of(&self.root)
     }
 
+    fn history_file(&self) -> Result<HistoryFile> {
+        read_history(&self.root)
+    }
+
     /// The newest build of `stream`.
     pub fn latest(&self, stream: &str) -> Result<Option<BuildEntry>> {
         Ok(self
@@ -442,44 +469,128 @@ impl Workdir {
             .collect())
     }
 
+    /// The build of `stream` a no-op hands back for inputs that hashed to
+    /// `inputhash`: the newest build with those inputs whose record, whole
+    /// commit and image are all still in the workdir. Not only the
+    /// stream's newest build counts (after A, B and A's inputs again, A is
+    /// the build), and an older one is checked as closely as the newest: a
+    /// prune may have taken its image's blobs or its commit, a killed
+    /// build may have left a record without its image.
+    ///
+    /// `image_digest(tag)` is the manifest digest of the image tagged `tag`
+    /// in [`Workdir::oci`] once its blobs are all there, an error otherwise
+    /// (`strata_oscontainer::check_present`: the workdir does not read
+    /// images itself).
+    pub fn reusable_build(
+        &self,
+        stream: &str,
+        inputhash: &str,
+        image_digest: impl Fn(&str) -> Result<String>,
+    ) -> Result<Option<BuildEntry>> {
+        let candidates = self.builds_with_inputs(stream, inputhash)?;
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let repo = self.ostree_repo()?;
+        for b in candidates {
+            match self.missing_part(&repo, &b, &image_digest) {
+                None => return Ok(Some(b)),
+                Some(why) => tracing::info!("{}: the same inputs, but {why}: not reused", b.id),
+            }
+        }
+        Ok(None)
+    }
+
+    /// What of the recorded build `b` is no longer whole in the workdir.
+    fn missing_part(
+        &self,
+        repo: &ostree::Repo,
+        b: &BuildEntry,
+        image_digest: &impl Fn(&str) -> Result<String>,
+    ) -> Option<String> {
+        match self.read_meta(&b.stream, &b.version) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Some("its record is gone".into()),
+            Err(e) => return Some(format!("its record is unreadable: {e:#}")),
+        }
+        match repo.load_commit(&b.ostree_commit) {
+            Ok((_, state)) if state.contains(ostree::RepoCommitState::PARTIAL) => {
+                return Some(format!("its commit {} is partial", b.ostree_commit))
+            }
+            Ok(_) => {}
+            Err(_) => return Some(format!("its commit {} is gone", b.ostree_commit)),
+        }
+        let (Some(tag), Some(digest)) = (&b.image_tag, &b.image_digest) else {
+            return Some("it recorded no image".into());
+        };
+        match image_digest(tag) {
+            Ok(found) if &found == digest => None,
+            Ok(found) => Some(format!("its tag {tag} names {found}, not {digest}")),
+            Err(e) => Some(format!("its image {tag} is not whole: {e:#}")),
+        }
+    }
+
     /// Makes the recorded build `entry` its stream's newest again (its
-    /// inputs came back): its entry moves to the end of the history, and
-    /// the stream's builds.json and `latest` follow. Its files stay as they
-    /// are. Nothing is written when it is the newest already.
+    /// inputs came back): its entry moves to the end of the history (left
+    /// as it is when it is the newest already), then the stream's
+    /// builds.json and `latest` are written from the history, always: a
+    /// writer killed between the history and them left them naming another
+    /// build, and a no-op is what puts them right. Its files stay as they
+    /// are.
     pub fn make_latest(&self, entry: &BuildEntry) -> Result<()> {
-        let mut history = self.history()?;
-        let newest = history
+        let mut file = self.history_file()?;
+        let newest = file
+            .builds
             .iter()
             .rev()
             .find(|b| b.kind == entry.kind && b.stream == entry.stream);
-        if newest.is_some_and(|b| b.same_build(entry)) {
-            return Ok(());
+        if !newest.is_some_and(|b| b.same_build(entry)) {
+            let Some(at) = file.builds.iter().position(|b| b.same_build(entry)) else {
+                bail!(
+                    "{} is not in the history of {}",
+                    entry.id,
+                    self.root.display()
+                );
+            };
+            let moved = file.builds.remove(at);
+            file.builds.push(moved);
+            self.write_history(&file)?;
         }
-        let Some(at) = history.iter().position(|b| b.same_build(entry)) else {
-            bail!(
-                "{} is not in the history of {}",
-                entry.id,
-                self.root.display()
-            );
-        };
-        let moved = history.remove(at);
-        history.push(moved);
-        self.write_history(&history)?;
         if entry.kind == EntryKind::Build {
-            self.write_cosa_builds(&entry.stream, &history)?;
+            self.write_cosa_builds(&entry.stream, &file.builds)?;
         }
         Ok(())
     }
 
+    /// Every version `stream` has given entries of `kind`: those in the
+    /// history and those pruned from it. A version is never given twice,
+    /// so that a pruned build's tag and directory name never come back
+    /// naming other bytes (a no-op's reuse reorders the history, so the
+    /// newest builds a prune keeps need not hold the highest serial).
+    pub fn versions_used(&self, kind: EntryKind, stream: &str) -> Result<BTreeSet<String>> {
+        let file = self.history_file()?;
+        let in_history = file
+            .builds
+            .into_iter()
+            .filter(|b| b.kind == kind && b.stream == stream)
+            .map(|b| b.version);
+        let retired = file
+            .retired
+            .into_iter()
+            .filter(|r| r.kind == kind && r.stream == stream)
+            .map(|r| r.version);
+        Ok(in_history.chain(retired).collect())
+    }
+
     /// The next serial for versions of `stream` starting with `prefix`
-    /// (`8.6.20261202` -> 0, 1, …): counts that day's builds.
+    /// (`8.6.20261202` -> 0, 1, …): one past the highest that day's builds
+    /// used, pruned ones included.
     pub fn next_serial(&self, stream: &str, prefix: &str) -> Result<u32> {
         let dash = format!("{prefix}-");
         Ok(self
-            .history()?
+            .versions_used(EntryKind::Build, stream)?
             .iter()
-            .filter(|b| b.stream == stream)
-            .filter_map(|b| b.version.strip_prefix(&dash)?.parse::<u32>().ok())
+            .filter_map(|v| v.strip_prefix(&dash)?.parse::<u32>().ok())
             .map(|s| s + 1)
             .max()
             .unwrap_or(0))
@@ -555,25 +666,31 @@ impl Workdir {
         if let Some(meta) = meta {
             self.write_meta(meta)?;
         }
-        let mut history = self.history()?;
-        history.retain(|b| !b.same_build(entry));
-        history.push(entry.clone());
-        self.write_history(&history)?;
+        let mut file = self.history_file()?;
+        file.builds.retain(|b| !b.same_build(entry));
+        file.builds.push(entry.clone());
+        self.write_history(&file)?;
         if entry.kind == EntryKind::Build {
-            self.write_cosa_builds(&entry.stream, &history)?;
+            self.write_cosa_builds(&entry.stream, &file.builds)?;
         }
         Ok(())
     }
 
-    /// Removes `entries` from the history, then rewrites the builds.json
-    /// and `latest` of each stream they were in (removed, with the stream's
+    /// Removes `entries` from the history (their versions stay used: see
+    /// [`Workdir::versions_used`]), then rewrites the builds.json and
+    /// `latest` of each stream they were in (removed, with the stream's
     /// directory when it is empty, once a stream has no build left). Their
     /// files stay: the caller removes them after this.
     pub fn forget(&self, entries: &[BuildEntry]) -> Result<()> {
-        let mut history = self.history()?;
-        history.retain(|b| !entries.iter().any(|e| e.same_build(b)));
-        self.write_history(&history)?;
-        let streams: std::collections::BTreeSet<&str> = entries
+        let mut file = self.history_file()?;
+        let (gone, kept): (Vec<BuildEntry>, Vec<BuildEntry>) = std::mem::take(&mut file.builds)
+            .into_iter()
+            .partition(|b| entries.iter().any(|e| e.same_build(b)));
+        file.builds = kept;
+        file.retired.extend(gone.iter().map(Retired::of));
+        self.write_history(&file)?;
+        let history = &file.builds;
+        let streams: BTreeSet<&str> = entries
             .iter()
             .filter(|e| e.kind == EntryKind::Build)
             .map(|e| e.stream.as_str())
@@ -583,7 +700,7 @@ impl Workdir {
                 .iter()
                 .any(|b| b.kind == EntryKind::Build && b.stream == stream)
             {
-                self.write_cosa_builds(stream, &history)?;
+                self.write_cosa_builds(stream, history)?;
             } else {
                 let dir = self.builds().join(stream);
                 for f in ["builds.json", "latest"] {
@@ -594,13 +711,8 @@ impl Workdir {
         Ok(())
     }
 
-    fn write_history(&self, history: &[BuildEntry]) -> Result<()> {
-        write_atomic(
-            &self.root.join(HISTORY),
-            &pretty(&HistoryFile {
-                builds: history.to_vec(),
-            })?,
-        )
+    fn write_history(&self, file: &HistoryFile) -> Result<()> {
+        write_atomic(&self.root.join(HISTORY), &pretty(file)?)
     }
 
     /// `W/builds/<stream>/builds.json` and `latest` from the history; its
@@ -623,15 +735,21 @@ impl Workdir {
             .read_meta(stream, &latest)?
             .map(|m| record::rfc3339(m.source_date_epoch as i64));
         let dir = self.builds().join(stream);
-        write_atomic(
-            &dir.join("builds.json"),
-            &pretty(&CosaBuilds {
-                schema_version: "1.0.0".into(),
-                builds,
-                timestamp,
-            })?,
-        )?;
+        // Each written only when it says something else: a no-op finds
+        // them right, and leaves them (and whoever copies the workdir) be.
+        let json = dir.join("builds.json");
+        let content = pretty(&CosaBuilds {
+            schema_version: "1.0.0".into(),
+            builds,
+            timestamp,
+        })?;
+        if std::fs::read(&json).ok().as_deref() != Some(content.as_slice()) {
+            write_atomic(&json, &content)?;
+        }
         let link = dir.join("latest");
+        if std::fs::read_link(&link).is_ok_and(|at| at == Path::new(&latest)) {
+            return Ok(());
+        }
         let tmp = dir.join(".latest.tmp");
         let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(&latest, &tmp)
@@ -664,12 +782,16 @@ pub fn write_atomic(path: &Path, content: &[u8]) -> Result<()> {
 /// Every build recorded in the workdir at `root`, oldest first, without
 /// creating anything (none when it has no records).
 pub fn history_of(root: &Path) -> Result<Vec<BuildEntry>> {
+    Ok(read_history(root)?.builds)
+}
+
+/// The history file of the workdir at `root` (empty when it has none).
+fn read_history(root: &Path) -> Result<HistoryFile> {
     let path = root.join(HISTORY);
     match std::fs::read(&path) {
-        Ok(bytes) => Ok(serde_json::from_slice::<HistoryFile>(&bytes)
-            .with_context(|| format!("parsing {}", path.display()))?
-            .builds),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Ok(bytes) => serde_json::from_slice::<HistoryFile>(&bytes)
+            .with_context(|| format!("parsing {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HistoryFile::default()),
         Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
     }
 }
@@ -806,10 +928,125 @@ mod tests {
         assert!(w.make_latest(&entry("rhel-8.6", "9")).is_err());
     }
 
-    /// `strata build` released the lock between its stages, and a prune
-    /// ran in the gaps. The run holds it throughout: the stages' own locks
-    /// nest on its thread, and another writer waits for the outermost
-    /// lock, knowing whose it is.
+    /// The stream's `latest` link and the first id of its builds.json.
+    fn cosa_latest(w: &Workdir, stream: &str) -> (PathBuf, String) {
+        let dir = w.builds().join(stream);
+        let cosa: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("builds.json")).unwrap()).unwrap();
+        (
+            std::fs::read_link(dir.join("latest")).unwrap(),
+            cosa["builds"][0]["id"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// A build of `stream` recorded with its record.
+    fn recorded(w: &Workdir, stream: &str, version: &str, hash: &str) -> BuildEntry {
+        let mut e = entry(stream, version);
+        e.inputhash = hash.into();
+        let meta = BuildMeta {
+            stream: e.stream.clone(),
+            version: e.version.clone(),
+            ..BuildMeta::default()
+        };
+        w.record(&e, Some(&meta), &[]).unwrap();
+        e
+    }
+
+    /// make_latest wrote the history, then builds.json and `latest`: killed
+    /// in between, the history said A was the newest while builds.json and
+    /// `latest` said B, and the next no-op (A already the newest) returned
+    /// before writing anything, so they stayed wrong. They are written from
+    /// the history every time.
+    #[test]
+    fn a_no_op_repairs_builds_json_and_latest_left_behind_by_a_killed_writer() {
+        let t = tempfile::tempdir().unwrap();
+        let w = Workdir::open(t.path()).unwrap();
+        let a = recorded(&w, "rhel-8.6", "8.6.20261202-0", "a");
+        let b = recorded(&w, "rhel-8.6", "8.6.20261202-1", "b");
+        // The half-written state: the history moved, the rest not.
+        let mut file = w.history_file().unwrap();
+        file.builds.retain(|e| !e.same_build(&a));
+        file.builds.push(a.clone());
+        w.write_history(&file).unwrap();
+        assert_eq!(
+            cosa_latest(&w, "rhel-8.6"),
+            (PathBuf::from(&b.version), b.version.clone())
+        );
+
+        w.make_latest(&a).unwrap();
+        assert_eq!(
+            cosa_latest(&w, "rhel-8.6"),
+            (PathBuf::from(&a.version), a.version.clone())
+        );
+    }
+
+    /// A no-op made an older build the newest, and a prune keeps the newest:
+    /// after -0, -1 and -0 again, `prune --keep 1` dropped -1, and the next
+    /// build with other inputs was given -1 again, the name (and tag) of a
+    /// build that had other bytes. A pruned version stays used.
+    #[test]
+    fn a_pruned_builds_serial_is_never_given_again() {
+        let t = tempfile::tempdir().unwrap();
+        let w = Workdir::open(t.path()).unwrap();
+        let a = recorded(&w, "rhel-8.6", "8.6.20261202-0", "a");
+        let b = recorded(&w, "rhel-8.6", "8.6.20261202-1", "b");
+        w.make_latest(&a).unwrap();
+        // What `strata prune --keep 1` removes: all but the newest.
+        w.forget(std::slice::from_ref(&b)).unwrap();
+        assert_eq!(w.history().unwrap(), vec![a.clone()]);
+        assert_eq!(w.next_serial("rhel-8.6", "8.6.20261202").unwrap(), 2);
+        assert!(w
+            .versions_used(EntryKind::Build, "rhel-8.6")
+            .unwrap()
+            .contains(&b.version));
+        assert!(w
+            .versions_used(EntryKind::Run, "rhel-8.6")
+            .unwrap()
+            .is_empty());
+        // Recorded builds keep what was retired.
+        let c = recorded(&w, "rhel-8.6", "8.6.20261202-2", "c");
+        assert_eq!(w.next_serial("rhel-8.6", "8.6.20261202").unwrap(), 3);
+        w.forget(&[a, c]).unwrap();
+        assert_eq!(w.next_serial("rhel-8.6", "8.6.20261202").unwrap(), 3);
+    }
+
+    /// A history an older strata wrote (no retired versions) still loads,
+    /// and one nothing was pruned from is written as before.
+    #[test]
+    fn a_history_without_retired_versions_loads() {
+        let t = tempfile::tempdir().unwrap();
+        let w = Workdir::open(t.path()).unwrap();
+        let e = entry("rhel-8.6", "8.6.20261202-0");
+        let old = serde_json::json!({ "builds": [e] });
+        std::fs::write(w.root().join(HISTORY), old.to_string()).unwrap();
+        assert_eq!(w.history().unwrap(), vec![e.clone()]);
+        assert_eq!(w.next_serial("rhel-8.6", "8.6.20261202").unwrap(), 1);
+        w.record(&entry("rhel-8.6", "8.6.20261202-1"), None, &[])
+            .unwrap();
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(w.root().join(HISTORY)).unwrap()).unwrap();
+        assert!(written.get("retired").is_none(), "{written}");
+    }
+
+    /// A candidate whose record, commit or image is gone is not handed
+    /// back; with nothing whole, nothing is.
+    #[test]
+    fn a_build_missing_a_part_is_not_reusable() {
+        let t = tempfile::tempdir().unwrap();
+        let w = Workdir::open(t.path()).unwrap();
+        let mut e = entry("rhel-8.6", "8.6.20261202-0");
+        e.image_tag = Some("rhel-8.6-8.6.20261202-0".into());
+        e.image_digest = Some("sha256:aa".into());
+        w.record(&e, None, &[]).unwrap();
+        let image = |_: &str| Ok("sha256:aa".to_string());
+        // No record, and no commit "c" in the repository.
+        assert_eq!(w.reusable_build("rhel-8.6", "h", image).unwrap(), None);
+        assert_eq!(w.reusable_build("rhel-8.6", "x", image).unwrap(), None);
+        // An unreadable history is an error, not "nothing to reuse".
+        std::fs::write(w.root().join(HISTORY), "{").unwrap();
+        assert!(w.reusable_build("rhel-8.6", "h", image).is_err());
+    }
+
     /// What a lock file holds is whatever its writer (or anyone) put
     /// there: shown escaped and cut by the one escaper, on one line.
     #[test]
@@ -824,6 +1061,10 @@ mod tests {
         assert_eq!(holder_of(&lock), "another strata process");
     }
 
+    /// `strata build` released the lock between its stages, and a prune
+    /// ran in the gaps. The run holds it throughout: the stages' own locks
+    /// nest on its thread, and another writer waits for the outermost
+    /// lock, knowing whose it is.
     #[test]
     fn a_lock_nests_on_its_thread_and_another_writer_waits_for_the_outermost() {
         let t = tempfile::tempdir().unwrap();
