@@ -115,15 +115,6 @@ pub fn set_ref(repo: &ostree::Repo, branch: &str, checksum: &str) -> Result<()> 
         .with_context(|| format!("pointing {branch} at {checksum}"))
 }
 
-/// Whether the repository holds `checksum` as a whole commit (not one a
-/// pull or an interrupted write left partial, not one pruned away).
-pub fn has_whole_commit(repo: &ostree::Repo, checksum: &str) -> bool {
-    match repo.load_commit(checksum) {
-        Ok((_, state)) => !state.contains(ostree::RepoCommitState::PARTIAL),
-        Err(_) => false,
-    }
-}
-
 /// The extended attributes a tree's files keep in its commit: file
 /// capabilities (rpm's `%caps`: newuidmap's `cap_setuid`, …). Whatever else
 /// the build host's filesystem put on the files (its own SELinux labels,

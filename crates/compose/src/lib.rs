@@ -41,7 +41,7 @@ use sha2::{Digest, Sha256};
 use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
 use strata_manifest::{BaseManifest, Vars};
 use strata_process::worker::Worker;
-use strata_workdir::{BuildEntry, Workdir};
+use strata_workdir::Workdir;
 
 use build::Build;
 use lockfile::check_against_lockfile;
@@ -121,7 +121,8 @@ impl ComposeOptions {
 /// What a compose produced (or found already built).
 #[derive(Debug, Clone, Serialize)]
 pub struct ComposeResult {
-    /// False when the inputs matched the previous build and nothing was done.
+    /// False when an earlier build of the stream, still whole in the
+    /// workdir, had the same inputs: that build, and nothing was done.
     pub changed: bool,
     pub stream: String,
     pub version: String,
@@ -361,26 +362,18 @@ impl<'a> Compose<'a> {
     /// Not only the newest build counts: after A, B and A's inputs again,
     /// A is the build (made the stream's newest again), not a new version.
     fn unchanged(&self, inputhash: &str, packages: usize) -> Result<Option<ComposeResult>> {
-        let candidates = self.wd.builds_with_inputs(&self.stream, inputhash)?;
-        if candidates.is_empty() {
-            return Ok(None);
-        }
-        let repo = commit::open_repo(&self.wd.repo())?;
-        // Nothing to do only if what the record names is all still here:
-        // its record, the whole commit and the image under its tag (a
-        // prune may have taken any of an older build's).
-        let whole = candidates.iter().find(|prev| {
-            matches!(self.wd.read_meta(&prev.stream, &prev.version), Ok(Some(_)))
-                && commit::has_whole_commit(&repo, &prev.ostree_commit)
-                && image_intact(self.wd, prev)
-        });
-        let Some(prev) = whole else {
+        let Some(prev) = self
+            .wd
+            .reusable_build(&self.stream, inputhash, |tag| image_digest(self.wd, tag))?
+        else {
             return Ok(None);
         };
         tracing::info!("inputs unchanged since {}: nothing to do", prev.version);
         // The records first, then the ref, as a build moves them.
-        self.wd.make_latest(prev)?;
-        // An interrupted compose may have left the ref elsewhere.
+        self.wd.make_latest(&prev)?;
+        // Another build, or an interrupted compose, may have left the ref
+        // elsewhere.
+        let repo = commit::open_repo(&self.wd.repo())?;
         if repo.resolve_rev(&self.ostree_ref, true)?.as_deref() != Some(prev.ostree_commit.as_str())
         {
             commit::set_ref(&repo, &self.ostree_ref, &prev.ostree_commit)?;
@@ -402,19 +395,12 @@ impl<'a> Compose<'a> {
     }
 }
 
-/// Whether the image a build recorded is still under its tag with every
-/// blob present at its size (cheap: no hashing).
-fn image_intact(wd: &Workdir, prev: &BuildEntry) -> bool {
-    let (Some(tag), Some(digest)) = (&prev.image_tag, &prev.image_digest) else {
-        return false;
-    };
-    match strata_oscontainer::check_present(&strata_oscontainer::ImageRef::oci(&wd.oci(), tag)) {
-        Ok(found) => &found == digest,
-        Err(e) => {
-            tracing::info!("rebuilding: the recorded image is not whole: {e}");
-            false
-        }
-    }
+/// The digest of the image tagged `tag` in the workdir once every blob is
+/// present at its size (cheap: no hashing): what the no-op check asks.
+fn image_digest(wd: &Workdir, tag: &str) -> Result<String> {
+    Ok(strata_oscontainer::check_present(
+        &strata_oscontainer::ImageRef::oci(&wd.oci(), tag),
+    )?)
 }
 
 fn image_ref(wd: &Workdir, tag: &str) -> String {
@@ -488,43 +474,11 @@ fn input_hash(
     strata_rootfs::inputs::hash_common(
         &mut h,
         &keys_as_a_set(policy),
-        &as_hashed(&loaded.manifest).to_canonical_json(),
+        &loaded.manifest.to_input_json(),
         &loaded.files,
         packages,
     )?;
     Ok(hex::encode(h.finalize()))
-}
-
-/// The manifest as its input hash sees it: what it means, so the lists that
-/// are sets are sorted (a list already sorted hashes as written).
-///
-/// Sets: package names (`packages`, `exclude-packages`, `ignore-scripts`:
-/// dnf resolves a request, not a sequence), `units` (each enabled on its
-/// own), and the policy's `inputs.repos` and `inputs.keys` (what is
-/// allowed). In order, as written: `repos` (the order the solver is given
-/// them can decide which of two repos offering one package it takes),
-/// `postprocess` (scripts run one after another on what the last left),
-/// `add-files` and `remove-files` (done in turn, and two paths can meet
-/// through the tree's symlinks: what one removes, another may reach).
-fn as_hashed(m: &BaseManifest) -> BaseManifest {
-    let mut m = m.clone();
-    for set in [
-        &mut m.packages,
-        &mut m.exclude_packages,
-        &mut m.ignore_scripts,
-        &mut m.units,
-        &mut m.inputs.repos,
-    ] {
-        set.sort();
-        set.dedup();
-    }
-    sort_keys(&mut m.inputs.keys);
-    m
-}
-
-/// The policy's keys as a set: by the text each key is written as.
-fn sort_keys(keys: &mut [strata_manifest::KeyRef]) {
-    keys.sort_by_cached_key(|k| serde_json::to_string(k).unwrap_or_default());
 }
 
 /// The policy with its keys in fingerprint order: the keys packages may be
@@ -551,52 +505,4 @@ pub fn forget_pruned_packages(
     repo: &std::path::Path,
 ) -> Result<usize> {
     pkgcache::Cache::new(index_dir, repo).forget_pruned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn manifest(packages: &str, units: &str, scripts: &str) -> BaseManifest {
-        let text = format!(
-            "edition: 1\nname: rhel-8.6\nosname: rhcos\nreleasever: \"8\"\n\
-             version-prefix: 8.6.<date:%Y%m%d>\n\
-             repos:\n  - id: baseos\n    baseurl: file:///srv/baseos\n  - id: appstream\n    baseurl: file:///srv/appstream\n\
-             inputs:\n  repos: [appstream, baseos]\n  keys: [567E347AD0044ADE55BA8A5F199E2F91FD431D51]\n\
-             packages: {packages}\nunits: {units}\npostprocess: {scripts}\n"
-        );
-        BaseManifest::parse(&text, std::path::Path::new("m.yaml"), &Vars::new()).unwrap()
-    }
-
-    /// The input hash changed with the order of the package names: a list
-    /// of names is a set, scripts are not.
-    #[test]
-    fn the_hash_reads_package_lists_as_sets_and_scripts_in_order() {
-        let hashed = |m: BaseManifest| as_hashed(&m).to_canonical_json();
-        let a = manifest(
-            "[kernel dracut, bash]",
-            "[sshd.service, chronyd.service]",
-            "[\"true\", \"false\"]",
-        );
-        let b = manifest(
-            "[bash, dracut, kernel kernel]",
-            "[chronyd.service, sshd.service]",
-            "[\"true\", \"false\"]",
-        );
-        assert_ne!(a.to_canonical_json(), b.to_canonical_json());
-        assert_eq!(hashed(a.clone()), hashed(b));
-        let scripts = manifest(
-            "[kernel dracut, bash]",
-            "[sshd.service, chronyd.service]",
-            "[\"false\", \"true\"]",
-        );
-        assert_ne!(hashed(a), hashed(scripts));
-        // A manifest whose sets are written sorted hashes as it did.
-        let sorted = manifest(
-            "[bash, dracut, kernel]",
-            "[chronyd.service, sshd.service]",
-            "[\"true\"]",
-        );
-        assert_eq!(sorted.to_canonical_json(), hashed(sorted.clone()));
-    }
 }

@@ -34,7 +34,7 @@
 //! - `image` (private): the derived layer appended to the base image, and
 //!   the derived commit.
 //! - `record` (private): the build's record, then tag and ref; the no-op
-//!   check against the previous build.
+//!   check against any earlier build still whole in the workdir.
 
 pub mod base;
 mod base_lock;
@@ -134,7 +134,8 @@ impl DeriveOptions {
 /// What a derive produced for one release (or found already built).
 #[derive(Debug, Clone, Serialize)]
 pub struct DeriveResult {
-    /// False when the inputs matched the previous build of this release.
+    /// False when an earlier build of this release's stream, still whole in
+    /// the workdir, had the same inputs: that build, handed back.
     pub changed: bool,
     /// `4.13`.
     pub release: String,
@@ -209,10 +210,18 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
         }
     }
 
+    // The earlier build each release hands back, if any: asked once, as
+    // nothing else writes the workdir while we hold its lock.
+    let reused = plans
+        .iter()
+        .map(|p| record::unchanged(&wd, p))
+        .collect::<Result<Vec<_>>>()?;
     // Install the releases that changed, concurrently, each in a worker.
     let todo: Vec<&Plan> = plans
         .iter()
-        .filter(|p| record::unchanged(&wd, p).is_none())
+        .zip(&reused)
+        .filter(|(_, prev)| prev.is_none())
+        .map(|(p, _)| p)
         .collect();
     let mut stagings = Vec::new();
     for p in &todo {
@@ -245,15 +254,15 @@ pub fn derive(opts: &DeriveOptions) -> Result<Vec<DeriveResult>> {
     }
 
     let mut results = Vec::new();
-    for p in &plans {
-        let result = match (record::unchanged(&wd, p), uppers.get(&p.stream)) {
+    for (p, prev) in plans.iter().zip(&reused) {
+        let result = match (prev, uppers.get(&p.stream)) {
             (Some(prev), _) => {
                 tracing::info!(
                     "{}: inputs unchanged since {}: nothing to do",
                     p.stream,
                     prev.version
                 );
-                record::reuse(&wd, &base, p, &prev)?
+                record::reuse(&wd, &base, p, prev)?
             }
             (None, Some(built)) => finish(&wd, &base, p, built, &lower)
                 .with_context(|| format!("deriving {}", p.manifest_path.display()))?,

@@ -19,7 +19,7 @@ use strata_dnf::{DepsolveRequest, Dnf, DnfOptions, Package, RepoConfig};
 use strata_manifest::{ReleaseManifest, UtcDateTime, VersionParts};
 use strata_rootfs::{files, policy};
 use strata_workdir::record::Source;
-use strata_workdir::{BuildEntry, Workdir};
+use strata_workdir::{BuildEntry, EntryKind, Workdir};
 
 use crate::base::Base;
 use crate::base_lock::check_base_locked;
@@ -182,19 +182,15 @@ pub(crate) fn plan(
 }
 
 /// The manifest's version template with the first serial the stream has
-/// not used yet.
+/// not used yet (a pruned build's included: its version is never given
+/// again).
 fn free_version(
     wd: &Workdir,
     stream: &str,
     manifest: &ReleaseManifest,
     base: &Base,
 ) -> Result<String> {
-    let history: BTreeSet<String> = wd
-        .history()?
-        .into_iter()
-        .filter(|e| e.stream == stream)
-        .map(|e| e.version)
-        .collect();
+    let used = wd.versions_used(EntryKind::Build, stream)?;
     Ok((0u32..)
         .map(|serial| {
             manifest.version_template.render(&VersionParts {
@@ -205,7 +201,7 @@ fn free_version(
                 serial,
             })
         })
-        .find(|v| !history.contains(v))
+        .find(|v| !used.contains(v))
         .expect("a free serial"))
 }
 
@@ -261,7 +257,7 @@ fn input_hash(
     strata_rootfs::inputs::hash_common(
         &mut h,
         &policy,
-        &as_hashed(&loaded.manifest).to_canonical_json(),
+        &loaded.manifest.to_input_json(),
         &loaded.files,
         packages,
     )?;
@@ -271,64 +267,4 @@ fn input_hash(
         h.update(sha256.as_bytes());
     }
     Ok(hex::encode(h.finalize()))
-}
-
-/// The manifest as its input hash sees it: what it means, so the lists that
-/// are sets are sorted (a list already sorted hashes as written).
-///
-/// Sets: package names (`packages`, `exclude-packages`, `ignore-scripts`,
-/// `allow-base-upgrade`: dnf resolves a request, not a sequence), `units`
-/// (each enabled on its own), the policy's `inputs.repos` and `inputs.keys`
-/// (what is allowed); `labels` is a map already. In order, as written:
-/// `repos` (the order the solver is given them can decide which of two
-/// repos offering one package it takes), `postprocess` (scripts run one
-/// after another on what the last left), `add-files` and `remove-files`
-/// (done in turn, and two paths can meet through the tree's symlinks).
-fn as_hashed(m: &ReleaseManifest) -> ReleaseManifest {
-    let mut m = m.clone();
-    for set in [
-        &mut m.packages,
-        &mut m.exclude_packages,
-        &mut m.ignore_scripts,
-        &mut m.allow_base_upgrade,
-        &mut m.units,
-        &mut m.inputs.repos,
-    ] {
-        set.sort();
-        set.dedup();
-    }
-    m.inputs
-        .keys
-        .sort_by_cached_key(|k| serde_json::to_string(k).unwrap_or_default());
-    m
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn manifest(packages: &str, scripts: &str) -> ReleaseManifest {
-        let text = format!(
-            "edition: 1\nrelease: \"4.13\"\n\
-             repos:\n  - id: rhocp\n    baseurl: file:///srv/rhocp\n\
-             inputs:\n  repos: [rhocp]\n  keys: [567E347AD0044ADE55BA8A5F199E2F91FD431D51]\n\
-             packages: {packages}\npostprocess: {scripts}\n"
-        );
-        ReleaseManifest::parse(&text, Path::new("m.yaml"), &strata_manifest::Vars::new()).unwrap()
-    }
-
-    /// The input hash changed with the order of the package names: a list
-    /// of names is a set, scripts are not.
-    #[test]
-    fn the_hash_reads_package_lists_as_sets_and_scripts_in_order() {
-        let hashed = |m: ReleaseManifest| as_hashed(&m).to_canonical_json();
-        let a = manifest("[cri-o openshift-kubelet, conmon]", "[\"true\", \"false\"]");
-        let b = manifest("[conmon, openshift-kubelet cri-o]", "[\"true\", \"false\"]");
-        assert_ne!(a.to_canonical_json(), b.to_canonical_json());
-        assert_eq!(hashed(a.clone()), hashed(b));
-        let scripts = manifest("[cri-o openshift-kubelet, conmon]", "[\"false\", \"true\"]");
-        assert_ne!(hashed(a), hashed(scripts));
-        let sorted = manifest("[conmon, cri-o, openshift-kubelet]", "[\"true\"]");
-        assert_eq!(sorted.to_canonical_json(), hashed(sorted.clone()));
-    }
 }

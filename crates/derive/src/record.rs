@@ -24,38 +24,17 @@ pub(crate) fn ostree_ref(stream: &str) -> String {
 }
 
 /// The build of `p`'s stream with the same inputs, the newest of them whose
-/// record, image and commit are all still there. Not only the newest build
-/// counts: after bases A, B and A again, the release derived from A is the
-/// build (made the stream's newest again by [`reuse`]), not a new version.
-pub(crate) fn unchanged(wd: &Workdir, p: &Plan) -> Option<BuildEntry> {
-    let candidates = wd.builds_with_inputs(&p.stream, &p.inputhash).ok()?;
-    if candidates.is_empty() {
-        return None;
-    }
-    let repo = wd.ostree_repo().ok()?;
-    candidates.into_iter().find(|prev| whole(wd, &repo, prev))
-}
-
-/// Whether what `prev` names is all still here (a prune may have taken an
-/// older build's image blobs or commit): its record, its image under its
-/// tag at its digest, and its whole commit.
-fn whole(wd: &Workdir, repo: &ostree::Repo, prev: &BuildEntry) -> bool {
-    if !matches!(wd.read_meta(&prev.stream, &prev.version), Ok(Some(_))) {
-        return false;
-    }
-    let Some(tag) = prev.image_tag.as_deref() else {
-        return false;
-    };
-    let Ok(found) = strata_oscontainer::check_present(&ImageRef::oci(&wd.oci(), tag)) else {
-        return false;
-    };
-    if prev.image_digest.as_deref() != Some(found.as_str()) {
-        return false;
-    }
-    match repo.load_commit(&prev.ostree_commit) {
-        Ok((_, state)) => !state.contains(ostree::RepoCommitState::PARTIAL),
-        Err(_) => false,
-    }
+/// record, image and commit are all still there (see
+/// [`Workdir::reusable_build`]). Not only the newest build counts: after
+/// bases A, B and A again, the release derived from A is the build (made
+/// the stream's newest again by [`reuse`]), not a new version.
+pub(crate) fn unchanged(wd: &Workdir, p: &Plan) -> Result<Option<BuildEntry>> {
+    wd.reusable_build(&p.stream, &p.inputhash, |tag| {
+        Ok(strata_oscontainer::check_present(&ImageRef::oci(
+            &wd.oci(),
+            tag,
+        ))?)
+    })
 }
 
 /// The earlier build `prev` as the result of `p`: made its stream's newest

@@ -127,9 +127,35 @@ impl BaseManifest {
     }
 
     /// Deterministic JSON of the whole manifest (sorted keys, no
-    /// whitespace): the manifest's part of compose's input hash.
+    /// whitespace), as written.
     pub fn to_canonical_json(&self) -> String {
         crate::canonical::to_json(self)
+    }
+
+    /// Deterministic JSON of what the manifest means: its part of
+    /// compose's input hash. The lists that are sets are read as sets
+    /// (sorted, each item once): package names (`packages`,
+    /// `exclude-packages`, `ignore-scripts`: dnf resolves a request, not a
+    /// sequence), `units` (each enabled on its own), the policy's
+    /// `inputs.repos` and `inputs.keys` (what is allowed). The others stay
+    /// as written, their order being part of what is built: `repos` (the
+    /// order the solver is given them can decide which of two repos
+    /// offering one package it takes), `postprocess` (scripts run one
+    /// after another on what the last left), `add-files` and
+    /// `remove-files` (done in turn, and two paths can meet through the
+    /// tree's symlinks).
+    pub fn to_input_json(&self) -> String {
+        let mut m = self.clone();
+        for set in [
+            &mut m.packages,
+            &mut m.exclude_packages,
+            &mut m.ignore_scripts,
+            &mut m.units,
+        ] {
+            crate::canonical::as_set(set);
+        }
+        m.inputs.as_sets();
+        crate::canonical::to_json(&m)
     }
 }
 
@@ -551,5 +577,55 @@ packages:
             json.contains(r#""version-prefix":"8.6.<date:%Y%m%d>""#),
             "{json}"
         );
+    }
+
+    /// A base manifest with these lists (YAML flow sequences).
+    fn listing(packages: &str, units: &str, scripts: &str, keys: &str) -> BaseManifest {
+        parse(&format!(
+            "edition: 1\nname: rhel-8.6\nosname: rhcos\nreleasever: \"8\"\n\
+             version-prefix: 8.6.<date:%Y%m%d>\n\
+             repos:\n  - id: baseos\n    baseurl: file:///srv/baseos\n  - id: appstream\n    baseurl: file:///srv/appstream\n\
+             inputs:\n  repos: [appstream, baseos]\n  keys: {keys}\n\
+             packages: {packages}\nunits: {units}\npostprocess: {scripts}\n"
+        ))
+        .unwrap()
+    }
+
+    /// The input hash changed with the order of the package names: a list
+    /// of names is a set, and so are units and the policy's keys; scripts
+    /// are not.
+    #[test]
+    fn the_input_json_reads_package_lists_as_sets_and_scripts_in_order() {
+        const K1: &str = "567E347AD0044ADE55BA8A5F199E2F91FD431D51";
+        const K2: &str = "0123456789ABCDEF0123456789ABCDEF01234567";
+        let a = listing(
+            "[kernel dracut, bash]",
+            "[sshd.service, chronyd.service]",
+            "[\"true\", \"false\"]",
+            &format!("[{K1}, {{file: https://example.com/key}}, {K2}]"),
+        );
+        let b = listing(
+            "[bash, dracut, kernel kernel]",
+            "[chronyd.service, sshd.service]",
+            "[\"true\", \"false\"]",
+            &format!("[{{file: https://example.com/key}}, {K2}, {K1}]"),
+        );
+        assert_ne!(a.to_canonical_json(), b.to_canonical_json());
+        assert_eq!(a.to_input_json(), b.to_input_json());
+        let scripts = listing(
+            "[kernel dracut, bash]",
+            "[sshd.service, chronyd.service]",
+            "[\"false\", \"true\"]",
+            &format!("[{K1}, {{file: https://example.com/key}}, {K2}]"),
+        );
+        assert_ne!(a.to_input_json(), scripts.to_input_json());
+        // A manifest whose sets are written sorted reads as written.
+        let sorted = listing(
+            "[bash, dracut, kernel]",
+            "[chronyd.service, sshd.service]",
+            "[\"true\"]",
+            &format!("[{K2}, {K1}, {{file: https://example.com/key}}]"),
+        );
+        assert_eq!(sorted.to_canonical_json(), sorted.to_input_json());
     }
 }

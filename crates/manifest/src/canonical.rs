@@ -20,6 +20,16 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
     }
 }
 
+/// A list that means a set, as an input hash reads it: sorted, each item
+/// once. The order it was written in then changes nothing, and a list
+/// written sorted reads as written. (A list whose order can change what is
+/// built is left alone: which lists are sets is the manifest types' to say,
+/// in their `to_input_json`.)
+pub(crate) fn as_set<T: Ord>(list: &mut Vec<T>) {
+    list.sort();
+    list.dedup();
+}
+
 /// Serializes a path as a string, replacing what is not UTF-8, so that
 /// serializing a manifest cannot fail (`#[serde(serialize_with)]`).
 pub(crate) fn path<S: serde::Serializer>(path: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {

@@ -66,8 +66,9 @@ impl std::str::FromStr for Fingerprint {
     }
 }
 
-/// One allowed signing key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One allowed signing key. Ordered by kind (fingerprints, files, URLs),
+/// then by what names it, so that the keys can be read as a set.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum KeyRef {
     /// Given by fingerprint.
@@ -91,6 +92,13 @@ pub struct InputPolicy {
 }
 
 impl InputPolicy {
+    /// The policy's lists as the sets they are (what is allowed has no
+    /// order): see [`crate::canonical::as_set`].
+    pub(crate) fn as_sets(&mut self) {
+        crate::canonical::as_set(&mut self.repos);
+        crate::canonical::as_set(&mut self.keys);
+    }
+
     /// Whether packages from repo `id` are allowed.
     pub fn allows_repo(&self, id: &str) -> bool {
         self.repos.iter().any(|r| r == id)

@@ -79,9 +79,29 @@ impl ReleaseManifest {
     }
 
     /// Deterministic JSON of the whole manifest (sorted keys, no
-    /// whitespace): the manifest's part of derive's input hash.
+    /// whitespace), as written.
     pub fn to_canonical_json(&self) -> String {
         crate::canonical::to_json(self)
+    }
+
+    /// Deterministic JSON of what the manifest means: its part of derive's
+    /// input hash. Read as sets, as in
+    /// [`crate::BaseManifest::to_input_json`]: the package names (with
+    /// `allow-base-upgrade`), `units`, `inputs.repos` and `inputs.keys`;
+    /// `labels` is a map already; the rest as written.
+    pub fn to_input_json(&self) -> String {
+        let mut m = self.clone();
+        for set in [
+            &mut m.packages,
+            &mut m.exclude_packages,
+            &mut m.ignore_scripts,
+            &mut m.allow_base_upgrade,
+            &mut m.units,
+        ] {
+            crate::canonical::as_set(set);
+        }
+        m.inputs.as_sets();
+        crate::canonical::to_json(&m)
     }
 }
 
@@ -308,5 +328,44 @@ packages: [cri-o cri-tools, openshift-hyperkube]
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    }
+
+    /// The input hash changed with the order of a release's package names:
+    /// a list of names is a set, scripts are not.
+    #[test]
+    fn the_input_json_reads_package_lists_as_sets_and_scripts_in_order() {
+        let listing = |packages: &str, upgrades: &str, scripts: &str| {
+            parse(&format!(
+                "edition: 1\nrelease: \"4.13\"\n\
+                 repos:\n  - id: rhocp\n    baseurl: file:///srv/rhocp\n\
+                 inputs:\n  repos: [rhocp]\n  keys: [567E347AD0044ADE55BA8A5F199E2F91FD431D51]\n\
+                 packages: {packages}\nallow-base-upgrade: {upgrades}\npostprocess: {scripts}\n"
+            ))
+            .unwrap()
+        };
+        let a = listing(
+            "[cri-o openshift-kubelet, conmon]",
+            "[openssl-libs, glibc]",
+            "[\"true\", \"false\"]",
+        );
+        let b = listing(
+            "[conmon, openshift-kubelet cri-o]",
+            "[glibc, openssl-libs]",
+            "[\"true\", \"false\"]",
+        );
+        assert_ne!(a.to_canonical_json(), b.to_canonical_json());
+        assert_eq!(a.to_input_json(), b.to_input_json());
+        let scripts = listing(
+            "[cri-o openshift-kubelet, conmon]",
+            "[openssl-libs, glibc]",
+            "[\"false\", \"true\"]",
+        );
+        assert_ne!(a.to_input_json(), scripts.to_input_json());
+        let sorted = listing(
+            "[conmon, cri-o, openshift-kubelet]",
+            "[glibc, openssl-libs]",
+            "[\"true\"]",
+        );
+        assert_eq!(sorted.to_canonical_json(), sorted.to_input_json());
     }
 }
