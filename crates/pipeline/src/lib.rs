@@ -10,7 +10,8 @@
 //! disks of each image whose build directory does not already hold them for
 //! that commit; with `push`, copy each image to its target unless the
 //! registry already has that digest; finally write the run's run.json
-//! ([`record`]), a new one only when its content differs from the latest.
+//! ([`record`]), a new one only when no earlier run still in the workdir
+//! recorded the same (that one is handed back, the newest again).
 //!
 //! Modules:
 //! - [`disks`]: whether an image's disks exist; building them.

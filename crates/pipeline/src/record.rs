@@ -5,9 +5,12 @@
 //! different format.)
 //!
 //! Runs are recorded in the history as runs of the pipeline, numbered 1,
-//! 2, …: `W/runs/<name>/<n>/run.json`. A run whose record would equal the
-//! latest one records nothing new (its `changed` is false), so re-running
-//! an unchanged pipeline leaves the history as it was. Paths are relative
+//! 2, …: `W/runs/<name>/<n>/run.json`. A run whose record would equal an
+//! earlier one still in the workdir records nothing new (its `changed` is
+//! false): that run is handed back and becomes the pipeline's newest again,
+//! as a no-op build does. So re-running an unchanged pipeline leaves the
+//! history as it was, and runs of snapshot A, B and A again give A's run
+//! back. A number is never given twice, a pruned run's included. Paths are relative
 //! to `W/builds` and images are named by their tag in `W/oci`, so two
 //! workdirs that built the same inputs hold the same run.json.
 //!
@@ -129,7 +132,8 @@ pub struct Bootimage {
 /// A run's record, and where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunRecord {
-    /// False when the latest record already said the same.
+    /// False when an earlier record, still in the workdir, said the same:
+    /// that run.
     pub changed: bool,
     /// `<name>/<n>`.
     pub id: String,
@@ -226,7 +230,7 @@ fn run_and_files(
     Ok((run, files))
 }
 
-/// Writes the run's run.json unless the latest record is the same.
+/// Writes the run's run.json unless an earlier record says the same.
 pub fn write(
     workdir: &Path,
     name: &str,
@@ -238,25 +242,27 @@ pub fn write(
     let hash = hex::encode(Sha256::digest(&bytes));
     let wd = Workdir::open(workdir)?;
     let _lock = wd.lock()?;
-    let runs: Vec<BuildEntry> = wd
-        .history()?
-        .into_iter()
-        .filter(|b| b.kind == EntryKind::Run && b.stream == name)
-        .collect();
-    if let Some(l) = runs.last().filter(|l| l.inputhash == hash) {
-        let path = wd.entry_dir(l).join(FILE_NAME);
-        if path.exists() {
-            return Ok(RunRecord {
-                changed: false,
-                id: l.id.clone(),
-                path,
-                run,
-            });
-        }
+    // The newest earlier run with this record whose run.json is still
+    // that record.
+    let same = wd.history()?.into_iter().rev().find(|b| {
+        b.kind == EntryKind::Run
+            && b.stream == name
+            && b.inputhash == hash
+            && std::fs::read(wd.entry_dir(b).join(FILE_NAME)).is_ok_and(|on_disk| on_disk == bytes)
+    });
+    if let Some(earlier) = same {
+        wd.make_latest(&earlier)?;
+        return Ok(RunRecord {
+            changed: false,
+            id: earlier.id.clone(),
+            path: wd.entry_dir(&earlier).join(FILE_NAME),
+            run,
+        });
     }
-    let serial = runs
+    let serial = wd
+        .versions_used(EntryKind::Run, name)?
         .iter()
-        .filter_map(|b| b.version.parse::<u64>().ok())
+        .filter_map(|v| v.parse::<u64>().ok())
         .max()
         .unwrap_or(0)
         + 1;
@@ -355,5 +361,32 @@ mod tests {
             on_disk.releases["ocp-4.13"].release.as_deref(),
             Some("4.13")
         );
+        // The first record again (snapshot A, B, A): the first run, made
+        // the newest again, not a third.
+        let back = write(
+            d.path(),
+            "demo",
+            std::slice::from_ref(&base),
+            &[rel("sha256:d1")],
+        )
+        .unwrap();
+        assert!(!back.changed, "A, B, A recorded a third run");
+        assert_eq!(back.id, first.id);
+        let history = strata_workdir::history_of(d.path()).unwrap();
+        assert_eq!(history.last().unwrap().id, "demo/1");
+        // The run dropped by a prune keeping the newest leaves its number
+        // used: the next new record is the third.
+        Workdir::open(d.path())
+            .unwrap()
+            .forget(&history[..1])
+            .unwrap();
+        let third = write(
+            d.path(),
+            "demo",
+            std::slice::from_ref(&base),
+            &[rel("sha256:d3")],
+        )
+        .unwrap();
+        assert_eq!(third.id, "demo/3");
     }
 }
