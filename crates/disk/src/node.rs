@@ -32,24 +32,30 @@
 //! of its pid namespace, pivots into the tmpfs, lets the old root go, and
 //! runs libostree: absolute and `../` links resolve inside the disk's
 //! trees and the tmpfs. Its job and answer are files of that tmpfs. Of the
-//! host it has only single files bound in ([`host_files`]): a few devices
-//! and, read-only, the bwrap libostree runs semodule with, and its
-//! libraries. This is done twice, read-only to check (a refusal changes
-//! no byte of the disk), then to work.
+//! host it has only single files bound in ([`host_files`]): a few devices,
+//! writable as devices are (null, zero, full, random, urandom; its
+//! `/dev/tty` is `/dev/null`, and it runs in a session of its own, with no
+//! controlling terminal), and, read-only, the bwrap libostree runs
+//! semodule with, and its libraries. This is done twice, read-only to
+//! check (a refusal changes no byte of the disk), then to work. The check
+//! of an update also reads every object of the new commit that the disk's
+//! repository already holds: a pull would take those as they are.
 //!
 //! Only a regular file is a disk: a FIFO or a device is refused before it
-//! is opened for real. Every wait is bounded (fuse2fs opening a
-//! filesystem, and writing and ending after its unmount) but the libostree
-//! work's own; fuse2fs dies with the worker, and the worker with strata.
-//! A rollback's scratch directory beside the disk is locked while the run
-//! lives; one left by a killed run is removed by the next.
+//! is opened for real, and it is locked (`flock`) for the run: a second
+//! run on it is refused. Every wait is bounded: fuse2fs opening a
+//! filesystem, and writing and ending after its unmount, and the whole run
+//! by one deadline ([`DEADLINE_VAR`]), when the worker is killed; fuse2fs
+//! and the libostree process die with the worker, and the worker with
+//! strata. A rollback's scratch directory beside the disk is locked while
+//! the run lives; one left by a killed run is removed by the next.
 //!
 //! What it must not do: write a disk that the guest could be running (the
 //! caller's business), touch any partition other than boot and root, or
 //! let the libostree process reach anything of the host by a path.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -58,12 +64,17 @@ use ostree::glib;
 use serde::{Deserialize, Serialize};
 
 use strata_process::own_root;
+use strata_process::text::{first_line, shown};
 use strata_process::worker::Outcome;
 
 use crate::userns::{IdMap, Job, Namespace};
 
+mod fuse2fs;
 mod layout;
+mod scratch;
+use fuse2fs::Fuse2fs;
 use layout::{check_layout, Tree};
+use scratch::Scratch;
 
 /// The partition names a CoreOS disk has (GPT partition labels).
 const BOOT_LABEL: &str = "boot";
@@ -127,7 +138,7 @@ pub fn update(
     transport: &strata_oscontainer::TransportOptions,
     worker: Command,
 ) -> Result<NodeState> {
-    let disk = raw_disk(disk)?;
+    let (disk, _held) = held_disk(disk)?;
     let w = strata_workdir::Workdir::open(workdir)?;
     let _lock = w.lock()?;
     let opts =
@@ -146,7 +157,7 @@ pub fn update(
 /// Makes the rollback deployment of the raw disk `disk` the default, as
 /// `rpm-ostree rollback` does.
 pub fn rollback(disk: &Path, worker: Command) -> Result<NodeState> {
-    let disk = raw_disk(disk)?;
+    let (disk, _held) = held_disk(disk)?;
     let scratch = Scratch::beside(&disk)?;
     run(&disk, NodeAction::Rollback, &worker, scratch.path())
         .with_context(|| format!("rolling back {}", disk.display()))
@@ -155,7 +166,7 @@ pub fn rollback(disk: &Path, worker: Command) -> Result<NodeState> {
 /// The canonical path of `disk` once it is known to be a raw image file:
 /// a FIFO or a device is refused before anything waits on it (opening a
 /// FIFO for reading waits for a writer), a qcow2 image by name.
-fn raw_disk(disk: &Path) -> Result<PathBuf> {
+fn raw_disk(disk: &Path) -> Result<(PathBuf, std::fs::File)> {
     let disk = std::fs::canonicalize(disk).with_context(|| format!("{}", disk.display()))?;
     let file =
         strata_process::regular::open_regular(&disk, strata_process::regular::FinalSymlink::Refuse)
@@ -176,86 +187,27 @@ fn raw_disk(disk: &Path) -> Result<PathBuf> {
             disk.display()
         );
     }
-    Ok(disk)
+    Ok((disk, file))
 }
 
-/// The prefix of the scratch directories [`rollback`] makes beside the
-/// disk.
-const SCRATCH_PREFIX: &str = ".strata-node-";
-
-/// A scratch directory beside a disk (the worker's job files, its
-/// mountpoint), locked (`flock`) for as long as this run holds it: one
-/// left by a killed run is unlocked, and the next run beside the same
-/// disk removes it.
-struct Scratch {
-    dir: tempfile::TempDir,
-    _lock: std::fs::File,
-}
-
-impl Scratch {
-    fn beside(disk: &Path) -> Result<Scratch> {
-        let parent = disk.parent().unwrap_or(Path::new("."));
-        remove_stale_scratch(parent);
-        // A run removing stale ones could take this one between its
-        // creation and its lock: then it is gone, and made again.
-        for _ in 0..3 {
-            let dir = tempfile::Builder::new()
-                .prefix(SCRATCH_PREFIX)
-                .tempdir_in(parent)
-                .with_context(|| format!("creating a scratch directory in {}", parent.display()))?;
-            let lock = std::fs::File::open(dir.path())
-                .with_context(|| format!("opening {}", dir.path().display()))?;
-            rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)
-                .with_context(|| format!("locking {}", dir.path().display()))?;
-            if dir.path().is_dir() {
-                return Ok(Scratch { dir, _lock: lock });
-            }
-        }
-        bail!(
-            "could not keep a scratch directory in {}: another run removed it",
-            parent.display()
-        )
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-/// Removes the scratch directories killed runs left in `dir`: those no
-/// run holds locked. A symlink of that name is left alone.
-fn remove_stale_scratch(dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let is_scratch = name.to_str().is_some_and(|n| n.starts_with(SCRATCH_PREFIX));
-        if !is_scratch || !entry.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(fd) = rustix::fs::open(
-            &path,
-            rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::NOFOLLOW
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        ) else {
-            continue;
-        };
-        if rustix::fs::flock(&fd, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
-            tracing::debug!("removing {}, left by a run that was killed", path.display());
-            if let Err(e) = std::fs::remove_dir_all(&path) {
-                tracing::warn!("removing {}: {e}", path.display());
-            }
-        }
+/// [`raw_disk`], locked (`flock`, exclusive) for as long as the file
+/// returned is open: two runs on one disk would both open its
+/// filesystems for writing. A second run is refused, naming the disk.
+fn held_disk(disk: &Path) -> Result<(PathBuf, std::fs::File)> {
+    let (disk, file) = raw_disk(disk)?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok((disk, file)),
+        Err(rustix::io::Errno::WOULDBLOCK) => bail!(
+            "{} is in use by another strata node run (one run at a time on a disk)",
+            disk.display()
+        ),
+        Err(e) => Err(e).with_context(|| format!("locking {}", disk.display())),
     }
 }
 
 fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Result<NodeState> {
     strata_process::require("fuse2fs")?;
+    let deadline = deadline()?;
     let parts = partitions(disk)?;
     let offset = |label: &str| {
         let mut named = parts.iter().filter(|p| p.name == label);
@@ -287,12 +239,69 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
         mountpoint,
         action,
     };
+    let worker = with_deadline(worker, deadline)?;
     let ns = Namespace {
         map: IdMap::for_this_process()?,
-        worker,
+        worker: &worker,
         scratch,
     };
-    ns.run(&Job::Node(job))
+    let started = Instant::now();
+    let result = ns.run(&Job::Node(job));
+    if result.is_err() && started.elapsed() >= deadline {
+        bail!(
+            "the work on {} did not end within {} s and was stopped ({DEADLINE_VAR} sets that limit)",
+            disk.display(),
+            deadline.as_secs()
+        );
+    }
+    result
+}
+
+/// How long one run may take, its worker and libostree included, when
+/// [`DEADLINE_VAR`] does not say: a hostile disk can make libostree wait
+/// forever (a FIFO where it reads an object), and nothing else ends it.
+const DEADLINE: Duration = Duration::from_secs(15 * 60);
+
+/// The environment variable that sets that limit, in seconds.
+pub const DEADLINE_VAR: &str = "STRATA_NODE_DEADLINE";
+
+fn deadline() -> Result<Duration> {
+    let Some(value) = std::env::var_os(DEADLINE_VAR) else {
+        return Ok(DEADLINE);
+    };
+    value
+        .to_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs)
+        .with_context(|| {
+            format!(
+                "{DEADLINE_VAR}={}: not a number of seconds",
+                shown(&value.to_string_lossy())
+            )
+        })
+}
+
+/// `worker` started so that it is killed when `deadline` has passed
+/// (`timeout`, its whole process group: the worker's fuse2fs and the
+/// libostree process with it), and dies with this process
+/// (`setpriv --pdeathsig`: `timeout` gone, the worker's own death signal
+/// follows).
+fn with_deadline(worker: &Command, deadline: Duration) -> Result<Command> {
+    strata_process::require("timeout")?;
+    strata_process::require("setpriv")?;
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--pdeathsig", "KILL", "--", "timeout", "--signal=KILL"])
+        .arg(format!("{}s", deadline.as_secs()))
+        .arg(worker.get_program())
+        .args(worker.get_args());
+    for (k, v) in worker.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    Ok(cmd)
 }
 
 /// A GPT partition: its name and where it starts, in bytes.
@@ -336,10 +345,6 @@ const SOURCE: &str = "source";
 /// anything libostree would write through a link of the disk that leads
 /// out of it (which the layout check refuses first).
 const ROOT_TMPFS_SIZE: u64 = 1 << 20;
-
-/// How long fuse2fs may take to write what it holds and end once its
-/// filesystem is unmounted.
-const FUSE2FS_END: Duration = Duration::from_secs(60);
 
 /// What the process in the disk's own root does: check what the action
 /// needs (on the filesystems opened read-only), or do it.
@@ -411,7 +416,8 @@ fn with_filesystems(job: &NodeJob, stage: Stage) -> Result<NodeState> {
 }
 
 /// The devices libostree's children open (glib's spawn opens
-/// `/dev/null`; bwrap binds these into its sandbox).
+/// `/dev/null`; bwrap binds these into its sandbox). `tty` is there as a
+/// name only: `/dev/null` is bound on it ([`host_files`]).
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// The program libostree runs to rebuild a deployment's SELinux policy
@@ -419,9 +425,10 @@ const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 const BWRAP: &str = "/usr/bin/bwrap";
 
 /// What of the host the process in the disk's own root has, each file on
-/// its own, none writable: mountpoints for its procfs and bwrap's base, the devices of
-/// [`DEVICES`], and [`BWRAP`] with its libraries, read-only (what libostree
-/// ran before the disk was isolated, the host's).
+/// its own: mountpoints for its procfs and bwrap's base; the devices of
+/// [`DEVICES`], writable as devices are (`/dev/tty` is `/dev/null`: no
+/// terminal of the host); and [`BWRAP`] with its libraries, read-only
+/// (what libostree ran before the disk was isolated, the host's).
 fn host_files(top: &Path) -> Result<()> {
     // bwrap mounts its own base on /tmp, and libostree has it bind these
     // of /sys into its sandbox (semodule needs none of them: empty here).
@@ -438,7 +445,7 @@ fn host_files(top: &Path) -> Result<()> {
             .with_context(|| format!("creating {}/{dir}", top.display()))?;
     }
     for name in DEVICES {
-        let device = Path::new("/dev").join(name);
+        let device = Path::new("/dev").join(if name == "tty" { "null" } else { name });
         if device.exists() {
             own_root::bind_file(&device, &top.join("dev").join(name), false)
                 .with_context(|| format!("binding {}", device.display()))?;
@@ -540,10 +547,16 @@ fn in_root_process(top: &Path, stage: Stage, action: NodeAction) -> Result<NodeS
             "--ipc",
         ])
         .args(["--propagation", "private", "--"])
+        // A new session: no controlling terminal. (Not a process group
+        // leader, it does not fork: the death signal stays.)
+        .arg("setsid")
         .arg(exe)
         .args(leading)
         .args(["job.json", "outcome.json"])
         .current_dir(top)
+        // GIO's default VFS would otherwise look for gvfs on the session
+        // bus: a connection to the host made before the pivot.
+        .env("GIO_USE_VFS", "local")
         .stdin(Stdio::null())
         .status()
         .context("starting the process in the disk's own root")?;
@@ -563,6 +576,12 @@ pub(crate) fn in_root(job: &InRootJob) -> Result<NodeState> {
     if crate::deploy::in_initial_user_namespace()? {
         bail!("refusing to change a root outside a user namespace");
     }
+    // Started by `setsid`: a session of its own, with no controlling
+    // terminal (strata's is nothing libostree or what it runs may open).
+    ensure!(
+        rustix::process::getsid(None).ok() == Some(rustix::process::getpid()),
+        "refusing to run libostree in strata's session"
+    );
     let here = rustix::fs::statfs(".").context("reading this directory's filesystem")?;
     ensure!(
         here.f_type == TMPFS_MAGIC,
@@ -580,10 +599,53 @@ pub(crate) fn in_root(job: &InRootJob) -> Result<NodeState> {
     match job.stage {
         Stage::Check => {
             check(&sysroot, &job.action)?;
+            if let NodeAction::Deploy { repo, commit, .. } = &job.action {
+                verify_held_objects(repo, &sysroot.repo(), commit)?;
+            }
             state(&sysroot)
         }
         Stage::Work => node_work(&sysroot, &job.action),
     }
+}
+
+/// Checks that every object of `commit` (as the source repository at
+/// `source` lists them) that the disk's repository already holds has the
+/// content its name says. A pull skips what a repository has without
+/// reading it: a disk holding a tree of its own under the names of the
+/// new commit's objects would have that tree deployed, and its programs
+/// (semodule) run by libostree.
+fn verify_held_objects(source: &Path, node_repo: &ostree::Repo, commit: &str) -> Result<()> {
+    let cancel = gio::Cancellable::NONE;
+    let source_repo = ostree::Repo::new(&gio::File::for_path(source));
+    source_repo
+        .open(cancel)
+        .with_context(|| format!("opening the repository {}", source.display()))?;
+    let mut objects: Vec<_> = source_repo
+        .traverse_commit(commit, 0, cancel)
+        .with_context(|| format!("listing the objects of {commit}"))?
+        .into_iter()
+        .map(|o| (o.checksum().to_string(), o.object_type()))
+        .collect();
+    objects.sort_by(|a, b| a.0.cmp(&b.0));
+    for (checksum, kind) in objects {
+        let what = || format!("{} {checksum}", ostree::object_type_to_string(kind));
+        let held = node_repo
+            .has_object(kind, &checksum, cancel)
+            .with_context(|| format!("looking for {} in the disk's repository", what()))?;
+        if !held {
+            continue;
+        }
+        node_repo
+            .fsck_object(kind, &checksum, cancel)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the disk's repository holds {} with other content than its name says ({})",
+                    what(),
+                    first_line(e.message(), 300)
+                )
+            })?;
+    }
+    Ok(())
 }
 
 /// `TMPFS_MAGIC` of statfs(2).
@@ -688,104 +750,4 @@ fn state(sysroot: &ostree::Sysroot) -> Result<NodeState> {
         });
     }
     Ok(NodeState { deployments: out })
-}
-
-/// A filesystem of the disk, opened by a fuse2fs process of this
-/// namespace (on a directory of the tmpfs, never of the disk).
-struct Fuse2fs {
-    child: Child,
-    mountpoint: PathBuf,
-}
-
-impl Fuse2fs {
-    fn mount(disk: &Path, offset: u64, mountpoint: &Path, read_only: bool) -> Result<Fuse2fs> {
-        let ro = if read_only { ",ro" } else { "" };
-        // Killed with this worker (the worker dies with strata): a fuse2fs
-        // left behind would keep the namespace, its mount and the disk.
-        let mut child = Command::new("setpriv")
-            .args(["--pdeathsig", "KILL", "--", "fuse2fs"])
-            .arg(disk)
-            .arg(mountpoint)
-            .arg("-o")
-            .arg(format!("offset={offset}{ro}"))
-            // In the foreground: this process waits for it to end, which
-            // is when everything is written.
-            .arg("-f")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .context("starting fuse2fs")?;
-        let started = Instant::now();
-        while !is_mount(mountpoint)? {
-            if let Some(status) = child.try_wait()? {
-                bail!(
-                    "fuse2fs could not open the filesystem at offset {offset} of {} ({status})",
-                    disk.display()
-                );
-            }
-            if started.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "fuse2fs did not open the filesystem at offset {offset} of {} within 30 s",
-                    disk.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(Fuse2fs {
-            child,
-            mountpoint: mountpoint.to_path_buf(),
-        })
-    }
-
-    /// Takes the filesystems off (in the order given: a mount before the
-    /// one it is bound into), then waits for each fuse2fs to write what it
-    /// holds and end, at most [`FUSE2FS_END`]; one that does not is
-    /// killed.
-    fn end_all<const N: usize>(mounts: [Fuse2fs; N], disk: &Path) -> Result<()> {
-        let mut result = Ok(());
-        for m in &mounts {
-            if let Err(e) = own_root::detach(&m.mountpoint) {
-                result = result.and(Err(anyhow::anyhow!(
-                    "unmounting {}: {e}",
-                    m.mountpoint.display()
-                )));
-            }
-        }
-        let deadline = Instant::now() + FUSE2FS_END;
-        for mut m in mounts {
-            let status = loop {
-                match m.child.try_wait() {
-                    Ok(Some(status)) => break Ok(status),
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(20))
-                    }
-                    Ok(None) => {
-                        let _ = m.child.kill();
-                        let _ = m.child.wait();
-                        break Err(anyhow::anyhow!(
-                            "fuse2fs did not finish writing {} within {} s and was stopped",
-                            disk.display(),
-                            FUSE2FS_END.as_secs()
-                        ));
-                    }
-                    Err(e) => break Err(anyhow::anyhow!("waiting for fuse2fs: {e}")),
-                }
-            };
-            result = result.and(status.and_then(|s| {
-                ensure!(s.success(), "fuse2fs ended with {s} on {}", disk.display());
-                Ok(())
-            }));
-        }
-        result
-    }
-}
-
-/// Whether a filesystem other than its parent's is mounted on `dir`.
-fn is_mount(dir: &Path) -> Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let parent = dir.parent().unwrap_or(Path::new("/"));
-    let stat = |p: &Path| std::fs::metadata(p).with_context(|| format!("{}", p.display()));
-    Ok(stat(dir)?.dev() != stat(parent)?.dev())
 }

@@ -825,6 +825,333 @@ fn node_killed_rollback_leaves_nothing_the_next_run_keeps() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A copy of the metal disk updated to the base image: the commit an
+/// update deploys.
+fn update_commit(name: &str) -> String {
+    let (w, base, _) = workdir();
+    let (dir, disk) = disk_copy(name);
+    let state = strata_disk::node::update(
+        w,
+        base,
+        &disk,
+        &strata_oscontainer::TransportOptions::default(),
+        worker(),
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    state.deployments[0].commit.clone()
+}
+
+/// A disk whose repository holds, under the name of an object of the
+/// commit an update deploys, other content is refused before anything is
+/// written: a pull would keep the disk's object, and libostree deploy
+/// (and run) the disk's own tree.
+#[test]
+fn node_update_refuses_a_disk_holding_other_content_under_the_new_commits_names() {
+    let (w, base, _) = workdir();
+    let commit = update_commit("node-planted-clean");
+    let listing = run(Command::new("ostree")
+        .arg(format!("--repo={}", w.join("repo").display()))
+        .args(["ls", "-R", "-C"])
+        .arg(&commit)
+        .arg("/usr"));
+    let (dir, disk) = disk_copy("node-planted");
+    let root = partition(&disk, "root");
+    let object_path = |c: &str| format!("/ostree/repo/objects/{}/{}.file", &c[..2], &c[2..]);
+    // A file object the disk's repository already has (its directory
+    // there too).
+    let object = listing
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .flat_map(|l| l.split_whitespace())
+        .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+        .find(|c| {
+            !run(Command::new("debugfs")
+                .arg("-R")
+                .arg(format!("stat {}", object_path(c)))
+                .arg(format!("{}?offset={root}", disk.display())))
+            .trim()
+            .is_empty()
+        })
+        .unwrap_or_else(|| panic!("no file of {commit}'s /usr on the disk: {listing}"))
+        .to_string();
+    let planted = dir.join("planted");
+    std::fs::write(&planted, b"#!/bin/sh\necho the disk's own\n").unwrap();
+    let path = object_path(&object);
+    debugfs(
+        &disk,
+        root,
+        &format!("rm {path}\nwrite {} {path}\n", planted.display()),
+    );
+    let before = std::fs::read(&disk).unwrap();
+    let err = format!(
+        "{:#}",
+        strata_disk::node::update(
+            w,
+            base,
+            &disk,
+            &strata_oscontainer::TransportOptions::default(),
+            worker(),
+        )
+        .unwrap_err()
+    );
+    assert!(
+        err.contains(&format!(
+            "the disk's repository holds file {object} with other content than its name says"
+        )) && err.contains(disk.to_str().unwrap())
+            && !err.contains('\n'),
+        "{err}"
+    );
+    assert!(std::fs::read(&disk).unwrap() == before, "the disk changed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A FIFO where libostree reads a file (a deployment's origin, a BLS
+/// entry) is refused by name at once: libostree would wait on it forever.
+#[test]
+fn node_refuses_a_fifo_where_libostree_reads_a_file_without_hanging() {
+    let (dir, disk) = disk_copy("node-fifo-files");
+    let (root, boot) = (partition(&disk, "root"), partition(&disk, "boot"));
+    let os = debugfs_names(&disk, root, "/ostree/deploy").remove(0);
+    let deploy = format!("/ostree/deploy/{os}/deploy");
+    let origin = debugfs_names(&disk, root, &deploy)
+        .into_iter()
+        .find(|n| n.ends_with(".origin"))
+        .unwrap();
+    let loader = run(Command::new("debugfs")
+        .arg("-R")
+        .arg("stat /loader")
+        .arg(format!("{}?offset={boot}", disk.display())));
+    let current = if loader.contains("\"loader.0\"") {
+        "loader.0"
+    } else {
+        "loader.1"
+    };
+    let entries = format!("/{current}/entries");
+    let entry = debugfs_names(&disk, boot, &entries).remove(0);
+    let cases = [
+        (
+            root,
+            format!("{deploy}/{origin}"),
+            format!("{deploy}/{origin}"),
+        ),
+        (
+            boot,
+            format!("{entries}/{entry}"),
+            format!("/boot{entries}/{entry}"),
+        ),
+        (
+            root,
+            "/ostree/repo/config".to_string(),
+            "/ostree/repo/config".to_string(),
+        ),
+    ];
+    for (fs, path, shown) in cases {
+        let aside = format!("{path}.aside");
+        let (parent, name) = path.rsplit_once('/').unwrap();
+        debugfs(&disk, fs, &fifo_instead(parent, name, true));
+        let d = disk.clone();
+        let err = within(120, "a rollback of a disk with a FIFO", move || {
+            format!(
+                "{:#}",
+                strata_disk::node::rollback(&d, worker()).unwrap_err()
+            )
+        });
+        assert!(
+            err.contains(&format!("{shown} is not a regular file of the disk"))
+                && err.contains(disk.to_str().unwrap())
+                && !err.contains('\n'),
+            "{shown}: {err}"
+        );
+        debugfs(
+            &disk,
+            fs,
+            &format!("unlink {path}\nln {aside} {path}\nunlink {aside}\n"),
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// debugfs commands that put a FIFO at `dir/name` (debugfs's mknod names
+/// its file in the current directory), the file there kept aside when
+/// `aside`.
+fn fifo_instead(dir: &str, name: &str, aside: bool) -> String {
+    let keep = if aside {
+        format!("ln {name} {name}.aside\n")
+    } else {
+        String::new()
+    };
+    format!("cd {dir}\n{keep}unlink {name}\nmknod {name} p\n")
+}
+
+/// A rollback run by the test worker's `rollback` subcommand with
+/// `envs`: its exit status and what it printed.
+fn rollback_process(disk: &Path, envs: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_strata-disk-worker"))
+        .arg("rollback")
+        .arg(disk)
+        .envs(envs.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// A disk that makes libostree wait forever where no layout check looks
+/// (a FIFO as the deployment's commit object) is stopped at the run's
+/// deadline, naming the disk; no fuse2fs is left.
+#[test]
+fn node_run_that_hangs_is_stopped_at_its_deadline() {
+    let (w, base, _) = workdir();
+    let (dir, disk) = disk_copy("node-deadline");
+    // Two deployments: a rollback reads their commits.
+    strata_disk::node::update(
+        w,
+        base,
+        &disk,
+        &strata_oscontainer::TransportOptions::default(),
+        worker(),
+    )
+    .unwrap();
+    let root = partition(&disk, "root");
+    let os = debugfs_names(&disk, root, "/ostree/deploy").remove(0);
+    let deployment = debugfs_names(&disk, root, &format!("/ostree/deploy/{os}/deploy"))
+        .into_iter()
+        .find(|n| !n.ends_with(".origin"))
+        .unwrap();
+    let commit = deployment.split('.').next().unwrap().to_string();
+    debugfs(
+        &disk,
+        root,
+        &fifo_instead(
+            &format!("/ostree/repo/objects/{}", &commit[..2]),
+            &format!("{}.commit", &commit[2..]),
+            false,
+        ),
+    );
+    let d = disk.clone();
+    let started = std::time::Instant::now();
+    let out = within(240, "a rollback past its deadline", move || {
+        rollback_process(&d, &[(strata_disk::node::DEADLINE_VAR, "20")])
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(started.elapsed().as_secs() >= 20, "{stderr}");
+    assert!(
+        stderr.contains("did not end within 20 s and was stopped")
+            && stderr.contains(disk.to_str().unwrap())
+            && stderr.trim_end().lines().count() == 1,
+        "{stderr}"
+    );
+    let ended = std::time::Instant::now();
+    while !fuse2fs_of(&disk).is_empty() {
+        assert!(
+            ended.elapsed().as_secs() < 30,
+            "fuse2fs outlived the deadline"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two runs on one disk would both open its filesystems for writing: the
+/// second is refused, naming the disk, while the first holds it.
+#[test]
+fn node_refuses_a_disk_another_run_holds() {
+    let (dir, disk) = disk_copy("node-held");
+    let held = std::fs::File::open(&disk).unwrap();
+    held.lock().unwrap();
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(
+        err.contains(&format!(
+            "{} is in use by another strata node run",
+            disk.display()
+        )) && !err.contains('\n'),
+        "{err}"
+    );
+    drop(held);
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(err.contains("no rollback deployment"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The process that runs libostree, of a rollback started on a terminal
+/// (`script`), has no controlling terminal and a session of its own; its
+/// `/dev/tty` is `/dev/null`.
+#[test]
+fn node_libostree_process_has_no_terminal() {
+    use std::os::unix::fs::MetadataExt;
+    strata_process::require("script").unwrap();
+    let (dir, disk) = disk_copy("node-tty");
+    let null = std::fs::metadata("/dev/null").unwrap().rdev();
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let mut child = Command::new("script")
+            .arg("-qec")
+            .arg(format!(
+                "{} rollback {}",
+                env!("CARGO_BIN_EXE_strata-disk-worker"),
+                disk.display()
+            ))
+            .arg("/dev/null")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(started.elapsed().as_secs() < 120, "the rollback hung");
+            for pid in in_root_processes() {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map(|(_, rest)| rest.split_whitespace().collect())
+                    .unwrap_or_default();
+                // state ppid pgrp session tty_nr
+                let Some(tty) = fields.get(4) else {
+                    continue;
+                };
+                let tty_dev = std::fs::metadata(format!("/proc/{pid}/cwd/dev/tty"))
+                    .map(|m| m.rdev())
+                    .ok();
+                seen.push((tty.to_string(), tty_dev));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if !seen.is_empty() {
+            break;
+        }
+    }
+    assert!(!seen.is_empty(), "never saw the libostree process");
+    for (tty, tty_dev) in &seen {
+        assert_eq!(tty, "0", "a controlling terminal: {seen:?}");
+        assert!(tty_dev.is_none_or(|d| d == null), "{seen:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The processes that run libostree in a disk's own root: the test
+/// worker started with the relative job and outcome names.
+fn in_root_processes() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim().starts_with("strata-disk-wor"))
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.ends_with(b"\0job.json\0outcome.json\0"))
+        })
+        .collect()
+}
+
 #[test]
 fn qemu_image_boots_with_uefi() {
     boot(strata_testdistro::boot::Firmware::Uefi, "qemu");

@@ -82,24 +82,26 @@ pub fn bind_file(source: &Path, target: &Path, read_only: bool) -> io::Result<()
 /// symlink, `ENOTDIR` when it is something else, `EXDEV` when `..` would
 /// climb out. The descriptor is `O_PATH`: good for a mount target, for
 /// [`open_dir`] below it, and for `fstat`.
-pub fn open_dir(dir: &impl AsFd, rel: &str) -> io::Result<OwnedFd> {
+pub fn open_dir(dir: &impl AsFd, rel: impl AsRef<Path>) -> io::Result<OwnedFd> {
     resolve(dir, rel, OFlags::PATH | OFlags::DIRECTORY)
 }
 
 /// As [`open_dir`], but readable: for listing the directory.
-pub fn read_dir(dir: &impl AsFd, rel: &str) -> io::Result<OwnedFd> {
+pub fn read_dir(dir: &impl AsFd, rel: impl AsRef<Path>) -> io::Result<OwnedFd> {
     resolve(dir, rel, OFlags::RDONLY | OFlags::DIRECTORY)
 }
 
 /// The target of the symlink `rel` below `dir`, its parents reached as in
 /// [`open_dir`]. `EINVAL` when `rel` is not a symlink.
-pub fn read_link(dir: &impl AsFd, rel: &str) -> io::Result<std::ffi::OsString> {
+pub fn read_link(dir: &impl AsFd, rel: impl AsRef<Path>) -> io::Result<std::ffi::OsString> {
     use std::os::unix::ffi::OsStringExt;
-    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-    let parent = if parent.is_empty() {
-        rustix::io::dup(dir)?
-    } else {
-        open_dir(dir, parent)?
+    let rel = rel.as_ref();
+    let Some(name) = rel.file_name() else {
+        return Err(rustix::io::Errno::INVAL.into());
+    };
+    let parent = match rel.parent() {
+        Some(p) if !p.as_os_str().is_empty() => open_dir(dir, p)?,
+        _ => rustix::io::dup(dir)?,
     };
     let target = rustix::fs::readlinkat(&parent, name, Vec::new())?;
     Ok(std::ffi::OsString::from_vec(target.into_bytes()))
@@ -107,8 +109,13 @@ pub fn read_link(dir: &impl AsFd, rel: &str) -> io::Result<std::ffi::OsString> {
 
 /// `RESOLVE_NO_SYMLINKS` refuses a symlink anywhere, the last component
 /// too (`O_NOFOLLOW` would open that one as a link and report `ENOTDIR`).
-fn resolve(dir: &impl AsFd, rel: &str, flags: OFlags) -> io::Result<OwnedFd> {
-    let rel = if rel.is_empty() { "." } else { rel };
+fn resolve(dir: &impl AsFd, rel: impl AsRef<Path>, flags: OFlags) -> io::Result<OwnedFd> {
+    let rel = rel.as_ref();
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
     Ok(openat2(
         dir,
         rel,
