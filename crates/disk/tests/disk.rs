@@ -972,6 +972,35 @@ fn node_refuses_a_fifo_where_libostree_reads_a_file_without_hanging() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A stateroot whose name is not UTF-8 is checked as the disk names it:
+/// its `deploy` linking out of the disk is refused, not taken as absent.
+#[test]
+fn node_checks_a_stateroot_whose_name_is_not_utf8() {
+    let (dir, disk) = disk_copy("node-bytes");
+    let root = partition(&disk, "root");
+    let script = dir.join("script");
+    let mut bytes = b"mkdir /ostree/deploy/os\xff\nmkdir /ostree/deploy/os\xff/var\n".to_vec();
+    bytes.extend_from_slice(b"symlink /ostree/deploy/os\xff/deploy /etc\n");
+    std::fs::write(&script, bytes).unwrap();
+    run(Command::new("debugfs")
+        .arg("-w")
+        .arg("-f")
+        .arg(&script)
+        .arg(format!("{}?offset={root}", disk.display())));
+    let err = format!(
+        "{:#}",
+        strata_disk::node::rollback(&disk, worker()).unwrap_err()
+    );
+    assert!(
+        err.contains("/deploy is not a directory of the disk (it, or a directory above it, is a symbolic link)")
+            && err.contains("/ostree/deploy/os")
+            && err.contains(disk.to_str().unwrap())
+            && !err.contains('\n'),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// debugfs commands that put a FIFO at `dir/name` (debugfs's mknod names
 /// its file in the current directory), the file there kept aside when
 /// `aside`.
