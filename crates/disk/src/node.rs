@@ -44,10 +44,11 @@
 //! Only a regular file is a disk: a FIFO or a device is refused before it
 //! is opened for real, and it is locked (`flock`) for the run: a second
 //! run on it is refused. Every wait is bounded: fuse2fs opening a
-//! filesystem, and writing and ending after its unmount, and the whole run
-//! by one deadline ([`DEADLINE_VAR`]), when the worker is killed; fuse2fs
-//! and the libostree process die with the worker, and the worker with
-//! strata. A rollback's scratch directory beside the disk is locked while
+//! filesystem, and writing and ending after its unmount, and the run by
+//! one deadline ([`DEADLINE_VAR`]), when the libostree process is killed
+//! and the worker ends the filesystems as usual (a grace later the worker
+//! itself is killed, a last resort); fuse2fs and the libostree process
+//! die with the worker, and the worker with strata. A rollback's scratch directory beside the disk is locked while
 //! the run lives; one left by a killed run is removed by the next.
 //!
 //! What it must not do: write a disk that the guest could be running (the
@@ -93,6 +94,10 @@ pub struct NodeJob {
     /// libostree.
     pub mountpoint: PathBuf,
     pub action: NodeAction,
+    /// Seconds the run may take: the process running libostree is killed
+    /// when they have passed since the worker started, and the worker then
+    /// takes the filesystems off as usual (fuse2fs writes what it holds).
+    pub deadline_secs: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,8 +243,12 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
         disk: disk.to_path_buf(),
         mountpoint,
         action,
+        deadline_secs: deadline.as_secs(),
     };
-    let worker = with_deadline(worker, deadline)?;
+    // The worker itself is killed only past the deadline and a grace for
+    // ending its filesystems: a last resort for a worker stuck on its own
+    // FUSE mount, since a kill there loses what fuse2fs had not written.
+    let worker = with_deadline(worker, deadline + WORKER_GRACE)?;
     let ns = Namespace {
         map: IdMap::for_this_process()?,
         worker: &worker,
@@ -261,6 +270,11 @@ fn run(disk: &Path, action: NodeAction, worker: &Command, scratch: &Path) -> Res
 /// [`DEADLINE_VAR`] does not say: a hostile disk can make libostree wait
 /// forever (a FIFO where it reads an object), and nothing else ends it.
 const DEADLINE: Duration = Duration::from_secs(15 * 60);
+
+/// How long past the deadline the worker itself may live: it ends the
+/// filesystems of a run whose libostree process the deadline killed
+/// (fuse2fs is given a minute to write what it holds).
+const WORKER_GRACE: Duration = Duration::from_secs(120);
 
 /// The environment variable that sets that limit, in seconds.
 pub const DEADLINE_VAR: &str = "STRATA_NODE_DEADLINE";
@@ -284,7 +298,8 @@ fn deadline() -> Result<Duration> {
 
 /// `worker` started so that it is killed when `deadline` has passed
 /// (`timeout`, its whole process group: the worker's fuse2fs and the
-/// libostree process with it), and dies with this process
+/// libostree process with it; the last resort, see [`WORKER_GRACE`]), and
+/// dies with this process
 /// (`setpriv --pdeathsig`: `timeout` gone, the worker's own death signal
 /// follows).
 fn with_deadline(worker: &Command, deadline: Duration) -> Result<Command> {
@@ -368,28 +383,29 @@ pub(crate) fn run_job(job: &NodeJob) -> Result<NodeState> {
     if crate::deploy::in_initial_user_namespace()? {
         bail!("refusing to deploy outside a user namespace (it could freeze a host filesystem)");
     }
+    let ends = Instant::now() + Duration::from_secs(job.deadline_secs);
     raw_disk(&job.disk)?;
     own_root::make_private().context("making this worker's mounts private")?;
     // Checked read-only first: a refusal leaves the disk's bytes as they
     // were (opening a filesystem for writing records a mount in it).
-    in_own_root(job, Stage::Check)?;
-    in_own_root(job, Stage::Work)
+    in_own_root(job, Stage::Check, ends)?;
+    in_own_root(job, Stage::Work, ends)
 }
 
 /// Builds the disk's own root on a tmpfs at the job's mountpoint, checks
 /// the disk's layout, and runs `stage` in a process that has nothing else.
-fn in_own_root(job: &NodeJob, stage: Stage) -> Result<NodeState> {
+fn in_own_root(job: &NodeJob, stage: Stage, ends: Instant) -> Result<NodeState> {
     let top = &job.mountpoint;
     own_root::mount_tmpfs(top, ROOT_TMPFS_SIZE)
         .with_context(|| format!("mounting a tmpfs on {}", top.display()))?;
-    let result = with_filesystems(job, stage);
+    let result = with_filesystems(job, stage, ends);
     let off = own_root::detach(top).with_context(|| format!("unmounting {}", top.display()));
     let value = result?;
     off?;
     Ok(value)
 }
 
-fn with_filesystems(job: &NodeJob, stage: Stage) -> Result<NodeState> {
+fn with_filesystems(job: &NodeJob, stage: Stage, ends: Instant) -> Result<NodeState> {
     let top = &job.mountpoint;
     for dir in [SYSROOT, BOOT_FS, SOURCE] {
         let dir = top.join(dir);
@@ -405,7 +421,7 @@ fn with_filesystems(job: &NodeJob, stage: Stage) -> Result<NodeState> {
             return Err(e);
         }
     };
-    let result = assemble(job).and_then(|action| in_root_process(top, stage, action));
+    let result = assemble(job).and_then(|action| in_root_process(top, stage, action, ends));
     // Taken off whatever happened (the root filesystem with the boot one
     // bound on its /boot): fuse2fs writes what it holds when its
     // filesystem ends.
@@ -522,7 +538,12 @@ fn assemble(job: &NodeJob) -> Result<NodeAction> {
 /// tmpfs at `top` ([`in_root`]), with this worker's program; its answer.
 /// The job and the answer are files of that tmpfs, named relative to
 /// the process's directory, which is `top` before it pivots and `/` after.
-fn in_root_process(top: &Path, stage: Stage, action: NodeAction) -> Result<NodeState> {
+fn in_root_process(
+    top: &Path,
+    stage: Stage,
+    action: NodeAction,
+    ends: Instant,
+) -> Result<NodeState> {
     let job = Job::NodeInRoot(InRootJob { stage, action });
     std::fs::write(top.join("job.json"), serde_json::to_vec(&job)?)
         .with_context(|| format!("writing {}/job.json", top.display()))?;
@@ -534,10 +555,17 @@ fn in_root_process(top: &Path, stage: Stage, action: NodeAction) -> Result<NodeS
         .get(1..args.len().saturating_sub(2))
         .unwrap_or_default();
     let exe = std::env::current_exe().context("finding this worker's program")?;
-    // Its own pid namespace, so that its procfs shows it alone, and no
-    // network; killed with this worker.
+    // Killed at the run's deadline (a hostile disk can make libostree
+    // wait forever), and with this worker. Its own pid namespace, so that
+    // its procfs shows it alone, and no network.
+    // Whole seconds, rounded up: never before the deadline.
+    let left = ends.saturating_duration_since(Instant::now());
+    let left = (left.as_secs() + u64::from(left.subsec_nanos() > 0)).max(1);
     let status = Command::new("setpriv")
-        .args(["--pdeathsig", "KILL", "--", "unshare"])
+        .args(["--pdeathsig", "KILL", "--", "timeout", "--signal=KILL"])
+        .arg(format!("{left}s"))
+        // `timeout` passes on no death signal: unshare gets its own.
+        .args(["setpriv", "--pdeathsig", "KILL", "--", "unshare"])
         .args([
             "--mount",
             "--pid",
