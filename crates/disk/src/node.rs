@@ -305,11 +305,8 @@ fn deadline() -> Result<Duration> {
 fn with_deadline(worker: &Command, deadline: Duration) -> Result<Command> {
     strata_process::require("timeout")?;
     strata_process::require("setpriv")?;
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--pdeathsig", "KILL", "--", "timeout", "--signal=KILL"])
-        .arg(format!("{}s", deadline.as_secs()))
-        .arg(worker.get_program())
-        .args(worker.get_args());
+    let mut cmd = killed_after(deadline);
+    cmd.arg(worker.get_program()).args(worker.get_args());
     for (k, v) in worker.get_envs() {
         match v {
             Some(v) => cmd.env(k, v),
@@ -317,6 +314,18 @@ fn with_deadline(worker: &Command, deadline: Duration) -> Result<Command> {
         };
     }
     Ok(cmd)
+}
+
+/// `setpriv --pdeathsig KILL -- timeout --signal=KILL Ns`, the program
+/// and its arguments to follow: killed when `limit` has passed (whole
+/// seconds, rounded up: never before it) or when this process dies.
+/// `timeout` passes on no death signal: what it runs needs its own.
+fn killed_after(limit: Duration) -> Command {
+    let secs = (limit.as_secs() + u64::from(limit.subsec_nanos() > 0)).max(1);
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--pdeathsig", "KILL", "--", "timeout", "--signal=KILL"])
+        .arg(format!("{secs}s"));
+    cmd
 }
 
 /// A GPT partition: its name and where it starts, in bytes.
@@ -558,13 +567,7 @@ fn in_root_process(
     // Killed at the run's deadline (a hostile disk can make libostree
     // wait forever), and with this worker. Its own pid namespace, so that
     // its procfs shows it alone, and no network.
-    // Whole seconds, rounded up: never before the deadline.
-    let left = ends.saturating_duration_since(Instant::now());
-    let left = (left.as_secs() + u64::from(left.subsec_nanos() > 0)).max(1);
-    let status = Command::new("setpriv")
-        .args(["--pdeathsig", "KILL", "--", "timeout", "--signal=KILL"])
-        .arg(format!("{left}s"))
-        // `timeout` passes on no death signal: unshare gets its own.
+    let status = killed_after(ends.saturating_duration_since(Instant::now()))
         .args(["setpriv", "--pdeathsig", "KILL", "--", "unshare"])
         .args([
             "--mount",
