@@ -879,19 +879,8 @@ mod tests {
     fn an_earlier_build_with_the_same_inputs_is_found_and_made_latest_again() {
         let t = tempfile::tempdir().unwrap();
         let w = Workdir::open(t.path()).unwrap();
-        let build = |version: &str, hash: &str| {
-            let mut e = entry("rhel-8.6", version);
-            e.inputhash = hash.into();
-            let meta = BuildMeta {
-                stream: e.stream.clone(),
-                version: e.version.clone(),
-                ..BuildMeta::default()
-            };
-            w.record(&e, Some(&meta), &[]).unwrap();
-            e
-        };
-        let a = build("8.6.20261202-0", "a");
-        build("8.6.20261202-1", "b");
+        let a = recorded(&w, "rhel-8.6", "8.6.20261202-0", "a");
+        recorded(&w, "rhel-8.6", "8.6.20261202-1", "b");
         w.record(&entry("ocp-4.13", "413.86.202612020000-0"), None, &[])
             .unwrap();
         let found = w.builds_with_inputs("rhel-8.6", "a").unwrap();
