@@ -979,13 +979,42 @@ fn rebasing_on_the_z_stream_base_keeps_the_release_layer_on_the_new_base() {
     assert_ne!(old_base.ostree_commit, new_base.ostree_commit);
 }
 
+/// The error of deriving, into the fresh workdir `fresh`, from the base
+/// encapsulated again into `oci` under `tag` with the label
+/// `name=value` added.
+fn derive_from_labelled_base(
+    oci: &Path,
+    tag: &str,
+    name: &str,
+    value: &str,
+    fresh: &Path,
+) -> String {
+    let (bw, b) = base();
+    let mut eopts = strata_oscontainer::EncapsulateOptions::default();
+    eopts.labels.insert(name.into(), value.into());
+    strata_oscontainer::encapsulate(&bw.path().join("repo"), &b.ostree_commit, oci, tag, &eopts)
+        .unwrap();
+    format!(
+        "{:#}",
+        derive(
+            &DeriveOptions::new(
+                fresh,
+                format!("oci:{}:{tag}", oci.display()),
+                vec![demo("ocp-4.13.yaml")],
+                worker()
+            )
+            .vars(vars())
+        )
+        .unwrap_err()
+    )
+}
+
 /// A base image's labels are its builder's word: an `ostree.commit` or a
 /// version with `../` would name a checkout or a build outside the
 /// workdir. Each is refused naming the label and value, and a fresh
 /// workdir in an empty directory is all that directory then holds.
 #[test]
 fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() {
-    let (bw, b) = base();
     let elsewhere = tempfile::tempdir().unwrap();
     let oci = elsewhere.path().join("oci");
     for (name, value) in [
@@ -993,31 +1022,9 @@ fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() 
         ("org.opencontainers.image.version", "8.6/../../../escaped"),
         ("org.opencontainers.image.version", "8.6.1\nx"),
     ] {
-        let mut eopts = strata_oscontainer::EncapsulateOptions::default();
-        eopts.labels.insert(name.into(), value.into());
-        strata_oscontainer::encapsulate(
-            &bw.path().join("repo"),
-            &b.ostree_commit,
-            &oci,
-            "hostile",
-            &eopts,
-        )
-        .unwrap();
         let around = tempfile::tempdir().unwrap();
         let fresh = around.path().join("a/work");
-        let e = format!(
-            "{:#}",
-            derive(
-                &DeriveOptions::new(
-                    &fresh,
-                    format!("oci:{}:hostile", oci.display()),
-                    vec![demo("ocp-4.13.yaml")],
-                    worker()
-                )
-                .vars(vars())
-            )
-            .unwrap_err()
-        );
+        let e = derive_from_labelled_base(&oci, "hostile", name, value, &fresh);
         assert!(e.contains(&format!("image label {name}={value:?}")), "{e}");
         assert!(!e.contains('\n'), "{e}");
         let top: Vec<_> = std::fs::read_dir(around.path().join("a"))
@@ -1037,7 +1044,6 @@ fn hostile_base_labels_are_refused_and_nothing_is_written_outside_the_workdir() 
 /// checked as the disk stage checks it, and a refusal names the label.
 #[test]
 fn a_base_whose_osname_label_is_a_path_is_refused() {
-    let (bw, b) = base();
     let elsewhere = tempfile::tempdir().unwrap();
     let oci = elsewhere.path().join("oci");
     for (name, value) in [
@@ -1046,31 +1052,9 @@ fn a_base_whose_osname_label_is_a_path_is_refused() {
         ("com.coreos.openshift-version", "4.13/../x"),
         ("ostree.linux", "../vmlinuz"),
     ] {
-        let mut eopts = strata_oscontainer::EncapsulateOptions::default();
-        eopts.labels.insert(name.into(), value.into());
-        strata_oscontainer::encapsulate(
-            &bw.path().join("repo"),
-            &b.ostree_commit,
-            &oci,
-            "hostile-inherited",
-            &eopts,
-        )
-        .unwrap();
         let around = tempfile::tempdir().unwrap();
         let fresh = around.path().join("work");
-        let e = format!(
-            "{:#}",
-            derive(
-                &DeriveOptions::new(
-                    &fresh,
-                    format!("oci:{}:hostile-inherited", oci.display()),
-                    vec![demo("ocp-4.13.yaml")],
-                    worker()
-                )
-                .vars(vars())
-            )
-            .unwrap_err()
-        );
+        let e = derive_from_labelled_base(&oci, "hostile-inherited", name, value, &fresh);
         assert!(e.contains(&format!("image label {name}={value:?}")), "{e}");
         assert!(!e.contains('\n'), "{e}");
         assert!(strata_oscontainer::list_tags(&fresh.join("oci"))
@@ -1086,7 +1070,6 @@ fn a_base_whose_osname_label_is_a_path_is_refused() {
 /// escaped and cut, on one line.
 #[test]
 fn a_base_with_an_unfit_label_of_any_name_is_refused() {
-    let (bw, b) = base();
     let elsewhere = tempfile::tempdir().unwrap();
     let oci = elsewhere.path().join("oci");
     let big = "x".repeat(5000);
@@ -1107,31 +1090,9 @@ fn a_base_with_an_unfit_label_of_any_name_is_refused() {
             "label \"description\" has a value of 5000 bytes",
         ),
     ] {
-        let mut eopts = strata_oscontainer::EncapsulateOptions::default();
-        eopts.labels.insert(name.into(), value.into());
-        strata_oscontainer::encapsulate(
-            &bw.path().join("repo"),
-            &b.ostree_commit,
-            &oci,
-            "unfit",
-            &eopts,
-        )
-        .unwrap();
         let around = tempfile::tempdir().unwrap();
         let fresh = around.path().join("work");
-        let e = format!(
-            "{:#}",
-            derive(
-                &DeriveOptions::new(
-                    &fresh,
-                    format!("oci:{}:unfit", oci.display()),
-                    vec![demo("ocp-4.13.yaml")],
-                    worker()
-                )
-                .vars(vars())
-            )
-            .unwrap_err()
-        );
+        let e = derive_from_labelled_base(&oci, "unfit", name, value, &fresh);
         assert!(e.contains(says), "{e}");
         assert!(!e.chars().any(char::is_control), "{e}");
         assert!(e.len() < 400, "{e}");
